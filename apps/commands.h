@@ -1,0 +1,16 @@
+#pragma once
+// The seqmix subcommands. Each add_* registers its subcommand on the app; when the command line
+// selects it, `action` is set to the function that runs it and returns the exit code.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace seqmix::cli {
+
+using Action = std::function<int()>;
+
+void add_train_command(CLI::App& app, Action& action);
+void add_list_command(CLI::App& app, Action& action);
+void add_info_command(CLI::App& app, Action& action);
+
+}  // namespace seqmix::cli

@@ -1,0 +1,42 @@
+// seqmix: train, evaluate, benchmark and inspect sequence mixers.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "seqmix/io/error.h"
+
+namespace {
+
+// c10 errors carry a source location after the message; the user sees the first line only.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"seqmix: sequence mixers (FEM, HyperMLP, energy attention, ELA and baselines) — train, "
+               "evaluate, benchmark"};
+  app.require_subcommand(1);
+  seqmix::cli::Action action;
+  seqmix::cli::add_train_command(app, action);
+  seqmix::cli::add_list_command(app, action);
+  seqmix::cli::add_info_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "seqmix: error: %s (see seqmix --help)\n", first_line(e.what()).c_str());
+    return 2;
+  }
+  try {
+    return action ? action() : 0;
+  } catch (const seqmix::Error& e) {
+    std::fprintf(stderr, "seqmix: error: %s\n", e.what());
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "seqmix: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "seqmix: error: %s\n", first_line(e.what()).c_str());
+  }
+  return 1;
+}

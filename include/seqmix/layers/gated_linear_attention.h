@@ -1,0 +1,44 @@
+#pragma once
+// Multi-head gated linear attention with a data-dependent scalar decay per head:
+// log decay a_t = logsigmoid(w_h . x_t + b_h) / gate_normalizer; S_t = e^{a_t} S_{t-1} + phi(k_t) (x) v_t.
+// normalize=1 reads S_t / z_t (a decayed average, positive features required); normalize=0 reads
+// q_t S_t with q scaled by 1/sqrt(head width).
+#include <torch/nn/modules/linear.h>
+
+#include "seqmix/layers/mixer.h"
+#include "seqmix/modules/feature_map.h"
+
+namespace seqmix {
+
+struct GatedLinearAttentionOptions {
+  int64_t dim = 128;
+  int64_t heads = 4;
+  FeatureMap feature = FeatureMap::Relu;
+  bool normalize = true;
+  double gate_normalizer = 16.0;  // divides the log decay: at init the decay is sigmoid(0)^(1/16) ~ 0.96
+  double eps = 1e-6;
+  bool rope = false;
+  double rope_theta = 10000.0;
+  bool bias = true;
+};
+
+class GatedLinearAttentionImpl : public MixerImpl {
+ public:
+  explicit GatedLinearAttentionImpl(const GatedLinearAttentionOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  DecodeState init_state(int64_t batch) const override;
+  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
+
+  torch::nn::Linear qkv{nullptr}, decay{nullptr}, out{nullptr};
+
+ private:
+  struct Projected {
+    torch::Tensor q, k, v, log_decay;  // [B,T,H,d] x3, [B,T,H]
+  };
+  Projected project(const torch::Tensor& x, int64_t offset);
+  torch::Tensor read_out(const torch::Tensor& numerator, const torch::Tensor& normaliser);
+  GatedLinearAttentionOptions options_;
+  int64_t head_dim_;
+};
+
+}  // namespace seqmix

@@ -1,0 +1,45 @@
+#pragma once
+// Multi-head attention that reads a key/value cache: the shared machinery of the softmax and ReLU
+// attention mixers (QKV projection, optional RoPE, KV-cache decode, output projection).
+#include <torch/nn/modules/linear.h>
+
+#include "seqmix/layers/mixer.h"
+
+namespace seqmix {
+
+struct KVAttentionOptions {
+  int64_t dim = 128;
+  int64_t heads = 4;
+  bool rope = false;
+  double rope_theta = 10000.0;
+  bool bias = true;
+  bool causal = true;
+};
+
+class KVAttentionImpl : public MixerImpl {
+ public:
+  KVAttentionImpl(std::string kind, const KVAttentionOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  DecodeState init_state(int64_t batch) const override;
+  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
+  // Appends the block's keys and values to the cache and attends from its queries.
+  torch::Tensor prefill(const torch::Tensor& x, DecodeState& state) override;
+
+  const KVAttentionOptions& options() const { return options_; }
+  torch::nn::Linear qkv{nullptr}, out{nullptr};
+
+ protected:
+  // q [B,T,H,d], k and v [B,S,H,d], queries are the last T of S positions.
+  virtual torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               bool causal) = 0;
+
+ private:
+  struct QKV {
+    torch::Tensor q, k, v;  // [B,T,H,d] each, RoPE applied
+  };
+  QKV project(const torch::Tensor& x, int64_t offset);
+  KVAttentionOptions options_;
+  int64_t head_dim_;
+};
+
+}  // namespace seqmix

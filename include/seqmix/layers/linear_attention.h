@@ -1,0 +1,35 @@
+#pragma once
+// Multi-head normalised linear attention: y_t = sum_{i<=t} (phi(q_t).phi(k_i)) v_i / sum_{i<=t} phi(q_t).phi(k_i).
+#include <torch/nn/modules/linear.h>
+
+#include "seqmix/layers/mixer.h"
+#include "seqmix/modules/feature_map.h"
+
+namespace seqmix {
+
+struct LinearAttentionOptions {
+  int64_t dim = 128;
+  int64_t heads = 4;
+  FeatureMap feature = FeatureMap::Relu;  // must be positive
+  double eps = 1e-6;                      // feature offset and normaliser floor
+  bool rope = false;                      // RoPE on q and k before the feature map
+  double rope_theta = 10000.0;
+  bool bias = true;
+  bool causal = true;
+};
+
+class LinearAttentionImpl : public MixerImpl {
+ public:
+  explicit LinearAttentionImpl(const LinearAttentionOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  DecodeState init_state(int64_t batch) const override;
+  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
+
+  torch::nn::Linear qkv{nullptr}, out{nullptr};
+
+ private:
+  LinearAttentionOptions options_;
+  int64_t head_dim_;
+};
+
+}  // namespace seqmix

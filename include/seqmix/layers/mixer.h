@@ -1,0 +1,54 @@
+#pragma once
+// The sequence-mixer interface: x [B,T,D] -> y [B,T,D], causal or bidirectional. Causal mixers also
+// decode: init_state(batch), then step(x_t, state) per token, and prefill(x, state) for a block of tokens.
+// Contract (tested for every mixer): prefill(x[:, :t]) followed by step on each later token equals
+// forward(x) at every position.
+#include <torch/nn/module.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace seqmix {
+
+// A mixer's decode state: named tensors (KV caches, recurrent states, conv windows) and the number of
+// tokens consumed so far.
+struct DecodeState {
+  int64_t position = 0;
+  std::map<std::string, torch::Tensor> tensors;
+  torch::Tensor& operator[](const std::string& key) { return tensors[key]; }
+};
+
+class MixerImpl : public torch::nn::Module {
+ public:
+  MixerImpl(std::string kind, int64_t dim, bool causal);
+
+  // x [B,T,D] -> [B,T,D]
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // An empty decode state for `batch` sequences.
+  virtual DecodeState init_state(int64_t batch) const;
+  // x_t [B,D] -> y_t [B,D], consuming one token.
+  virtual torch::Tensor step(const torch::Tensor& x_t, DecodeState& state);
+  // x [B,T,D] continuing from state; equal to T calls of step. The default calls step T times.
+  virtual torch::Tensor prefill(const torch::Tensor& x, DecodeState& state);
+
+  bool is_causal() const { return causal_; }
+  int64_t dim() const { return dim_; }
+  const std::string& kind() const { return kind_; }
+
+ protected:
+  // Checks x is [B,T,D] with this mixer's D; names the mixer in the error.
+  void check_input(const torch::Tensor& x) const;
+  // Checks x_t is [B,D] and the mixer is causal (bidirectional mixers cannot decode).
+  void check_step_input(const torch::Tensor& x_t) const;
+  // Throws a clear error when the mixer is bidirectional.
+  void check_decodable() const;
+
+ private:
+  std::string kind_;
+  int64_t dim_;
+  bool causal_;
+};
+using Mixer = std::shared_ptr<MixerImpl>;
+
+}  // namespace seqmix

@@ -1,0 +1,24 @@
+#pragma once
+// Multi-head softmax attention (the "S" baseline): softmax(scale * q k^T) v per head.
+#include "seqmix/layers/kv_attention.h"
+
+namespace seqmix {
+
+struct SoftmaxAttentionOptions : KVAttentionOptions {
+  double scale = 0.0;  // score scale; 0 means 1/sqrt(head width)
+};
+
+class SoftmaxAttentionImpl : public KVAttentionImpl {
+ public:
+  explicit SoftmaxAttentionImpl(const SoftmaxAttentionOptions& options);
+  double scale() const { return scale_; }
+
+ protected:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       bool causal) override;
+
+ private:
+  double scale_;
+};
+
+}  // namespace seqmix

@@ -1,0 +1,33 @@
+#pragma once
+// The registry: sequence mixers, channel mixers and residual schemes built from spec strings such as
+// "softmax:heads=4,rope=1". Unknown names or keys are errors that list the valid ones.
+#include <string>
+#include <vector>
+
+#include "seqmix/io/spec.h"
+#include "seqmix/layers/mixer.h"
+#include "seqmix/models/residual.h"
+#include "seqmix/modules/channel_mixer.h"
+
+namespace seqmix {
+
+// What the model tells a mixer about where it sits.
+struct MixerContext {
+  int64_t dim = 128;
+  int64_t max_len = 0;  // longest sequence the model will see (0 = unknown)
+};
+
+const std::vector<ComponentInfo>& mixer_infos();
+const std::vector<ComponentInfo>& channel_mixer_infos();
+const std::vector<ComponentInfo>& residual_infos();
+
+Mixer build_mixer(const std::string& spec, const MixerContext& context);
+// nullptr for "none".
+ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim);
+ResidualScheme build_residual(const std::string& spec, int64_t sublayers);
+
+// The spec with every option spelled out (defaults included), e.g. for config.yaml.
+std::string resolve_mixer_spec(const std::string& spec);
+
+
+}  // namespace seqmix

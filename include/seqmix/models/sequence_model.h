@@ -1,0 +1,16 @@
+#pragma once
+// What the trainer needs of a model: inputs -> outputs, and its size.
+#include <torch/nn/module.h>
+
+#include <memory>
+
+namespace seqmix {
+
+class SequenceModelImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  int64_t parameter_count() const;
+};
+using SequenceModel = std::shared_ptr<SequenceModelImpl>;
+
+}  // namespace seqmix

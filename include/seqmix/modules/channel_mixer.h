@@ -1,0 +1,36 @@
+#pragma once
+// Channel mixers (position-wise feed-forward layers): GELU MLP and SwiGLU behind one interface.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <memory>
+
+namespace seqmix {
+
+class ChannelMixerImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;  // [..., D] -> [..., D]
+};
+using ChannelMixer = std::shared_ptr<ChannelMixerImpl>;
+
+// W2 GELU(W1 x) (exact GELU).
+class MLPImpl : public ChannelMixerImpl {
+ public:
+  MLPImpl(int64_t dim, int64_t hidden, bool bias);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// W3 (SiLU(W1 x) * W2 x), no biases.
+class SwiGLUImpl : public ChannelMixerImpl {
+ public:
+  SwiGLUImpl(int64_t dim, int64_t hidden);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+
+// SwiGLU's usual hidden width: 8/3 * dim rounded up to a multiple of 16 (352 for dim 128, as in MAD).
+int64_t swiglu_default_hidden(int64_t dim);
+
+}  // namespace seqmix

@@ -1,0 +1,22 @@
+#pragma once
+// Dot-product attention ops on [B,T,H,D] tensors.
+//
+// q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv]. The T queries are the last T of the S key
+// positions (T == S for a full forward, T < S when decoding against a cache), so with causal = true
+// query t sees keys j <= t + (S - T).
+#include <ATen/core/Tensor.h>
+
+namespace seqmix::ops {
+
+// softmax_j(scale * q_t . k_j) v_j, materialising the [B,H,T,S] score matrix.
+at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   bool causal, double scale);
+
+// HyperMLP's "R" read: ReLU(s_t / sqrt(||s_t||^2 + eps)) v, with s_t = (q_t . k_j)_j over the visible keys.
+at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                bool causal, double eps);
+
+// [T,S] bool mask, true where query t may see key j (j <= t + S - T).
+at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& device);
+
+}  // namespace seqmix::ops

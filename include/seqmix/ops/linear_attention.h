@@ -1,0 +1,27 @@
+#pragma once
+// Linear attention: the prior w_ti = q_t . k_i over feature-mapped queries and keys (non-negative
+// features give a normalised read). Shapes: q, k [B,T,H,dk], v [B,T,H,dv].
+#include <ATen/core/Tensor.h>
+
+#include "seqmix/ops/prior_read.h"
+
+namespace seqmix::ops {
+
+// Cumulative form: S_t = sum_{i<=t} k_i (x) v_i materialised as [B,T,H,dk,dv] (causal) or the full
+// sum (bidirectional); numerator_t = q_t S_t, normaliser_t = q_t . sum_{i<=t} k_i.
+PriorRead linear_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 bool causal);
+
+// Recurrent state of the causal scan: kv = sum k (x) v [B,H,dk,dv], k_sum = sum k [B,H,dk].
+struct LinearAttentionState {
+  at::Tensor kv;
+  at::Tensor k_sum;
+};
+LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
+                                                    const at::TensorOptions& options);
+// One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv]; updates state, returns the read at t
+// (numerator [B,1,H,dv], normaliser [B,1,H]).
+PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                                LinearAttentionState& state);
+
+}  // namespace seqmix::ops

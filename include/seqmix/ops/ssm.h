@@ -1,0 +1,19 @@
+#pragma once
+// Diagonal selective state-space scan (Mamba-style), per channel c and state n:
+//   h_t[c,n] = exp(delta_t[c] A[c,n]) h_{t-1}[c,n] + delta_t[c] b_t[n] u_t[c],
+//   y_t[c]   = sum_n c_t[n] h_t[c,n].
+// With delta > 0 and b, c >= 0 the impulse response is positive, so y(v) / y(1) is a normalised read.
+// Shapes: u, delta [B,T,C]; A [C,N] (< 0); b, c [B,T,N]; y [B,T,C]. Always causal.
+#include <ATen/core/Tensor.h>
+
+namespace seqmix::ops {
+
+// Sequential reference: one ATen step per token.
+at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
+                          const at::Tensor& b, const at::Tensor& c);
+
+// One decode step: u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] (updated); returns y_t [B,C].
+at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
+                    const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
+
+}  // namespace seqmix::ops

@@ -1,0 +1,47 @@
+#pragma once
+// The training loop: AdamW with decay groups, warmup + cosine, gradient clipping, evaluation every
+// N steps, early stop on a target value of the task's primary metric, metrics.jsonl and summary.json.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "seqmix/models/sequence_model.h"
+#include "seqmix/tasks/task.h"
+#include "seqmix/train/optimizer.h"
+
+namespace seqmix {
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 64;
+  OptimizerConfig optimizer;
+  double min_lr = 0.0;
+  int64_t warmup_steps = 0;
+  double grad_clip = 1.0;    // max global gradient norm; 0 disables clipping
+  int64_t eval_every = 100;  // 0: evaluate only at the end
+  int64_t log_every = 10;
+  double target = 0.0;       // stop once the primary metric reaches this (0 = never)
+  uint64_t seed = 0;
+  std::string out_dir;       // run directory; empty = write nothing
+  bool quiet = false;
+};
+
+using Metrics = std::map<std::string, double>;
+
+struct TrainSummary {
+  Metrics final_metrics;  // at the last evaluation
+  Metrics best_metrics;   // at the evaluation with the best primary metric
+  int64_t best_step = 0;
+  int64_t steps_done = 0;
+  bool stopped_early = false;
+  int64_t parameters = 0;
+  double wall_seconds = 0;
+};
+
+// Evaluates model on the task's test set (no gradients): the task's metrics plus "loss".
+Metrics evaluate(SequenceModelImpl& model, Task& task);
+
+// Trains model on task; writes metrics.jsonl and summary.json under config.out_dir when set.
+TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config);
+
+}  // namespace seqmix

@@ -1,0 +1,212 @@
+#include "seqmix/models/language_model.h"
+
+#include <torch/torch.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/modules/init.h"
+
+namespace seqmix {
+
+const ComponentInfo& language_model_info() {
+  static const ComponentInfo info{
+      "lm",
+      "GPT-style stack: embedding, N x [norm, mixer, norm, channel mixer], final norm, head",
+      {OptionInfo::integer("dim", 128, "model width", 1),
+       OptionInfo::integer("layers", 2, "number of blocks", 1),
+       OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp or none"),
+       OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers"),
+       OptionInfo::text("residual", "prenorm", "residual scheme"),
+       OptionInfo::flag("final_norm", true, "normalise before the head"),
+       OptionInfo::flag("tie", false, "tie the output head to the token embedding"),
+       OptionInfo::flag("head_bias", true, "bias in the output head"),
+       OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding")}};
+  return info;
+}
+
+void apply_model_spec(const std::string& spec, LanguageModelOptions& o) {
+  const Spec parsed = Spec::parse(spec);
+  if (parsed.name != "lm") throw Error("unknown model '" + parsed.name + "'; valid models: lm");
+  const Options opts("model lm", language_model_info().options, parsed);
+  o.dim = opts.integer("dim");
+  o.layers = opts.integer("layers");
+  o.channel_mixer = opts.text("channel");
+  o.norm = opts.text("norm");
+  o.residual = opts.text("residual");
+  o.final_norm = opts.flag("final_norm");
+  o.tie_embeddings = opts.flag("tie");
+  o.head_bias = opts.flag("head_bias");
+  o.position = opts.text("pos");
+}
+
+BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
+  const std::string& spec = o.mixers[static_cast<size_t>(layer) % o.mixers.size()];
+  mixer_norm = register_module("mixer_norm", make_norm(o.norm, o.dim));
+  mixer = register_module("mixer", build_mixer(spec, MixerContext{o.dim, o.max_len}));
+  channel = build_channel_mixer(o.channel_mixer, o.dim);
+  if (channel) {
+    channel_norm = register_module("channel_norm", make_norm(o.norm, o.dim));
+    register_module("channel", channel);
+  }
+}
+
+LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o) {
+  if ((o.vocab_size > 0) == (o.input_features > 0))
+    throw Error("model: give exactly one of a vocabulary size (token inputs) or an input feature count");
+  if (o.input_features > 0 && o.output_features <= 0)
+    throw Error("model: real-valued inputs need an output feature count");
+  if (o.dim <= 0 || o.layers <= 0) throw Error("model: dim and layers must be positive");
+  if (o.mixers.empty()) throw Error("model: at least one mixer spec is needed");
+  if (o.tie_embeddings && o.vocab_size <= 0) throw Error("model: tie=1 needs token inputs");
+
+  if (o.vocab_size > 0) {
+    token_embedding = register_module("token_embedding", torch::nn::Embedding(o.vocab_size, o.dim));
+    torch::NoGradGuard no_grad;
+    token_embedding->weight.normal_(0.0, 0.02);
+  } else {
+    input_projection = register_module("input_projection", torch::nn::Linear(o.input_features, o.dim));
+    init_linear(input_projection);
+  }
+  if (o.position == "learned") {
+    if (o.max_len <= 0) throw Error("model: pos=learned needs the maximum sequence length");
+    position_embedding = register_module("position_embedding", torch::nn::Embedding(o.max_len, o.dim));
+    torch::NoGradGuard no_grad;
+    position_embedding->weight.normal_(0.0, 0.02);
+  } else if (o.position != "none") {
+    throw Error("model: unknown position embedding '" + o.position + "'; valid: none, learned");
+  }
+
+  auto block_list = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t l = 0; l < o.layers; ++l) {
+    blocks_.push_back(std::make_shared<BlockImpl>(o, l));
+    block_list->push_back(blocks_.back());
+  }
+  residual_ = register_module("residual", build_residual(o.residual, 2 * o.layers));
+  if (o.final_norm) final_norm_ = register_module("final_norm", make_norm(o.norm, o.dim));
+
+  const int64_t out_size = o.vocab_size > 0 ? o.vocab_size : o.output_features;
+  if (o.tie_embeddings) {
+    if (o.head_bias) tied_head_bias_ = register_parameter("head_bias", torch::zeros({out_size}));
+  } else {
+    output_head = register_module(
+        "output_head", torch::nn::Linear(torch::nn::LinearOptions(o.dim, out_size).bias(o.head_bias)));
+    init_linear(output_head);
+  }
+}
+
+void LanguageModelImpl::check_inputs(const torch::Tensor& inputs, bool one_step) const {
+  const int64_t dims = one_step ? 1 : 2;
+  if (options_.vocab_size > 0) {
+    TORCH_CHECK(inputs.dim() == dims && inputs.scalar_type() == torch::kLong, "model: token inputs must be int64 [",
+                one_step ? "B" : "B,T", "] (got ", inputs.scalar_type(), " ", inputs.sizes(), ")");
+    if (inputs.numel() > 0) {
+      const int64_t lo = inputs.min().item<int64_t>(), hi = inputs.max().item<int64_t>();
+      TORCH_CHECK(lo >= 0 && hi < options_.vocab_size, "model: token ids must lie in [0, ", options_.vocab_size,
+                  ") (got ", lo, "..", hi, ")");
+    }
+  } else {
+    TORCH_CHECK(inputs.dim() == dims + 1 && inputs.size(-1) == options_.input_features,
+                "model: real inputs must have shape [", one_step ? "B," : "B,T,", options_.input_features,
+                "] (got ", inputs.sizes(), ")");
+  }
+}
+
+torch::Tensor LanguageModelImpl::embed(const torch::Tensor& inputs, int64_t offset) {
+  auto x = options_.vocab_size > 0 ? token_embedding(inputs) : input_projection(inputs);
+  if (position_embedding) {
+    const int64_t T = inputs.size(1);
+    TORCH_CHECK(offset + T <= options_.max_len, "model: position ", offset + T - 1,
+                " is beyond the learned position table (max_len ", options_.max_len, ")");
+    x = x + position_embedding(torch::arange(offset, offset + T, inputs.options().dtype(torch::kLong)));
+  }
+  return x;
+}
+
+torch::Tensor LanguageModelImpl::head(const torch::Tensor& h) {
+  auto z = final_norm_ ? final_norm_->forward(h) : h;
+  return options_.tie_embeddings ? tied_projection(z) : output_head(z);
+}
+
+torch::Tensor LanguageModelImpl::tied_projection(const torch::Tensor& z) {
+  auto logits = torch::matmul(z, token_embedding->weight.t());
+  return tied_head_bias_.defined() ? logits + tied_head_bias_ : logits;
+}
+
+torch::Tensor LanguageModelImpl::run_blocks(
+    const torch::Tensor& x, const std::function<torch::Tensor(size_t, const torch::Tensor&)>& mix) {
+  std::vector<BlockSublayers> subs;
+  subs.reserve(blocks_.size());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    BlockImpl* b = blocks_[l].get();
+    BlockSublayers s;
+    s.mixer = [b, l, &mix](const torch::Tensor& z) { return mix(l, b->mixer_norm->forward(z)); };
+    if (b->channel)
+      s.channel = [b](const torch::Tensor& z) { return b->channel->forward(b->channel_norm->forward(z)); };
+    subs.push_back(std::move(s));
+  }
+  return residual_->forward(x, subs);
+}
+
+torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& inputs) {
+  check_inputs(inputs, false);
+  auto h = run_blocks(embed(inputs, 0),
+                      [this](size_t l, const torch::Tensor& z) { return blocks_[l]->mixer->forward(z); });
+  return final_norm_ ? final_norm_->forward(h) : h;
+}
+
+torch::Tensor LanguageModelImpl::forward(const torch::Tensor& inputs) {
+  auto z = hidden(inputs);
+  return options_.tie_embeddings ? tied_projection(z) : output_head(z);
+}
+
+LanguageModelState LanguageModelImpl::init_state(int64_t batch) const {
+  LanguageModelState s;
+  for (const auto& b : blocks_) s.mixers.push_back(b->mixer->init_state(batch));
+  return s;
+}
+
+torch::Tensor LanguageModelImpl::prefill(const torch::Tensor& inputs, LanguageModelState& state) {
+  check_inputs(inputs, false);
+  auto h = run_blocks(embed(inputs, state.position), [this, &state](size_t l, const torch::Tensor& z) {
+    return blocks_[l]->mixer->prefill(z, state.mixers[l]);
+  });
+  state.position += inputs.size(1);
+  return head(h);
+}
+
+torch::Tensor LanguageModelImpl::step(const torch::Tensor& inputs_t, LanguageModelState& state) {
+  check_inputs(inputs_t, true);
+  auto h = run_blocks(embed(inputs_t.unsqueeze(1), state.position), [this, &state](size_t l, const torch::Tensor& z) {
+    return blocks_[l]->mixer->step(z.squeeze(1), state.mixers[l]).unsqueeze(1);
+  });
+  state.position += 1;
+  return head(h).squeeze(1);
+}
+
+torch::Tensor LanguageModelImpl::generate(const torch::Tensor& prompt, int64_t new_tokens, const Sampling& sampling) {
+  if (options_.vocab_size <= 0) throw Error("model: generate needs a token model");
+  TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) >= 1, "generate: prompt must be int64 [B,T] with T >= 1 (got ",
+              prompt.sizes(), ")");
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(sampling.seed);
+  auto state = init_state(prompt.size(0));
+  auto last = prefill(prompt, state).select(1, prompt.size(1) - 1);  // [B,V]
+  std::vector<torch::Tensor> out{prompt};
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    torch::Tensor next;
+    if (sampling.temperature <= 0) {
+      next = last.argmax(-1);
+    } else {
+      auto logits = last.to(torch::kDouble) / sampling.temperature;
+      if (sampling.top_k > 0 && sampling.top_k < logits.size(-1)) {
+        auto kth = std::get<0>(logits.topk(sampling.top_k, -1)).select(-1, sampling.top_k - 1).unsqueeze(-1);
+        logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+      }
+      next = torch::multinomial(torch::softmax(logits, -1), 1, false, gen).squeeze(-1);
+    }
+    out.push_back(next.unsqueeze(1));
+    if (i + 1 < new_tokens) last = step(next, state);
+  }
+  return torch::cat(out, 1);
+}
+
+}  // namespace seqmix

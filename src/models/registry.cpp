@@ -1,0 +1,194 @@
+// The built-in components and their options. Each entry reads its Options into the layer's own
+// options struct, so layers stay free of spec strings.
+#include "seqmix/models/registry.h"
+
+#include <functional>
+
+#include <torch/torch.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/layers/gated_linear_attention.h"
+#include "seqmix/layers/linear_attention.h"
+#include "seqmix/layers/relu_attention.h"
+#include "seqmix/layers/selective_ssm.h"
+#include "seqmix/layers/softmax_attention.h"
+
+namespace seqmix {
+namespace {
+
+using MixerBuilder = std::function<Mixer(const MixerContext&, const Options&)>;
+struct MixerEntry {
+  ComponentInfo info;
+  MixerBuilder build;
+};
+
+std::vector<OptionInfo> kv_attention_options(bool rope_default) {
+  return {OptionInfo::integer("heads", 4, "number of heads (must divide the width)", 1),
+          OptionInfo::flag("rope", rope_default, "rotary position embedding on q and k"),
+          OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
+          OptionInfo::flag("bias", true, "biases in the q/k/v and output projections"),
+          OptionInfo::flag("causal", true, "causal (decoder) or bidirectional (encoder)")};
+}
+
+void read_kv_attention(const MixerContext& c, const Options& o, KVAttentionOptions& a) {
+  a.dim = c.dim;
+  a.heads = o.integer("heads");
+  a.rope = o.flag("rope");
+  a.rope_theta = o.real("rope_theta");
+  a.bias = o.flag("bias");
+  a.causal = o.flag("causal");
+}
+
+std::vector<OptionInfo> with(std::vector<OptionInfo> base, const std::vector<OptionInfo>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+const std::vector<MixerEntry>& mixer_entries() {
+  static const std::vector<MixerEntry> entries = {
+      {{"softmax", "multi-head softmax attention (the S baseline)",
+        with(kv_attention_options(true),
+             {OptionInfo::real("scale", 0.0, "score scale; 0 means 1/sqrt(head width)", 0.0)})},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         SoftmaxAttentionOptions a;
+         read_kv_attention(c, o, a);
+         a.scale = o.real("scale");
+         return std::make_shared<SoftmaxAttentionImpl>(a);
+       }},
+      {{"relu", "ReLU attention: ReLU(L2Norm(q K^T)) V per head (HyperMLP's R)",
+        with(kv_attention_options(true),
+             {OptionInfo::real("eps", 1e-12, "added under the square root of the score-row norm", 0.0)})},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         ReluAttentionOptions a;
+         read_kv_attention(c, o, a);
+         a.eps = o.real("eps");
+         return std::make_shared<ReluAttentionImpl>(a);
+       }},
+      {{"linear", "normalised linear attention with a positive feature map",
+        {OptionInfo::integer("heads", 4, "number of heads (must divide the width)", 1),
+         OptionInfo::choice("feature", "relu", {"relu", "elu"}, "feature map: ReLU(x)+eps or ELU(x)+1"),
+         OptionInfo::real("eps", 1e-6, "feature offset and normaliser floor", 0.0),
+         OptionInfo::flag("rope", false, "rotary position embedding on q and k before the feature map"),
+         OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
+         OptionInfo::flag("bias", true, "biases in the projections"),
+         OptionInfo::flag("causal", true, "causal (decoder) or bidirectional (encoder)")}},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         LinearAttentionOptions a;
+         a.dim = c.dim;
+         a.heads = o.integer("heads");
+         a.feature = parse_feature_map(o.text("feature"));
+         a.eps = o.real("eps");
+         a.rope = o.flag("rope");
+         a.rope_theta = o.real("rope_theta");
+         a.bias = o.flag("bias");
+         a.causal = o.flag("causal");
+         return std::make_shared<LinearAttentionImpl>(a);
+       }},
+      {{"gla", "gated linear attention with a data-dependent decay per head (causal)",
+        {OptionInfo::integer("heads", 4, "number of heads (must divide the width)", 1),
+         OptionInfo::choice("feature", "relu", {"relu", "elu", "identity"},
+                            "feature map on q and k (identity only with normalize=0)"),
+         OptionInfo::flag("normalize", true, "divide by the decayed normaliser (a decayed average)"),
+         OptionInfo::real("gate_normalizer", 16.0, "divides the log decay logsigmoid(w.x+b)", 1e-6),
+         OptionInfo::real("eps", 1e-6, "feature offset and normaliser floor", 0.0),
+         OptionInfo::flag("rope", false, "rotary position embedding on q and k"),
+         OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
+         OptionInfo::flag("bias", true, "biases in the q/k/v and output projections")}},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         GatedLinearAttentionOptions a;
+         a.dim = c.dim;
+         a.heads = o.integer("heads");
+         a.feature = parse_feature_map(o.text("feature"));
+         a.normalize = o.flag("normalize");
+         a.gate_normalizer = o.real("gate_normalizer");
+         a.eps = o.real("eps");
+         a.rope = o.flag("rope");
+         a.rope_theta = o.real("rope_theta");
+         a.bias = o.flag("bias");
+         return std::make_shared<GatedLinearAttentionImpl>(a);
+       }},
+      {{"ssm", "diagonal selective SSM, Mamba-style, with a positive impulse response (causal)",
+        {OptionInfo::integer("expand", 2, "inner channels = expand * width", 1, 16),
+         OptionInfo::integer("state", 16, "state size per channel", 1),
+         OptionInfo::integer("conv", 4, "kernel of the short causal conv (0 = none)", 0, 64),
+         OptionInfo::integer("dt_rank", 0, "rank of the step-size projection (0 = ceil(width/16))", 0),
+         OptionInfo::real("dt_min", 1e-3, "smallest initial step size", 1e-8),
+         OptionInfo::real("dt_max", 0.1, "largest initial step size", 1e-8)}},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         SelectiveSSMOptions a;
+         a.dim = c.dim;
+         a.expand = o.integer("expand");
+         a.state = o.integer("state");
+         a.conv = o.integer("conv");
+         a.dt_rank = o.integer("dt_rank");
+         a.dt_min = o.real("dt_min");
+         a.dt_max = o.real("dt_max");
+         return std::make_shared<SelectiveSSMImpl>(a);
+       }},
+  };
+  return entries;
+}
+
+template <typename Entries>
+std::vector<ComponentInfo> infos_of(const Entries& entries) {
+  std::vector<ComponentInfo> out;
+  for (const auto& e : entries) out.push_back(e.info);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<ComponentInfo>& mixer_infos() {
+  static const std::vector<ComponentInfo> infos = infos_of(mixer_entries());
+  return infos;
+}
+
+Mixer build_mixer(const std::string& spec, const MixerContext& context) {
+  const Options options = component_options(mixer_infos(), "mixer", spec);
+  const std::string name = Spec::parse(spec).name;
+  for (const auto& e : mixer_entries())
+    if (e.info.name == name) return e.build(context, options);
+  throw std::logic_error("registry: mixer entry vanished");
+}
+
+std::string resolve_mixer_spec(const std::string& spec) {
+  return component_options(mixer_infos(), "mixer", spec).resolved();
+}
+
+const std::vector<ComponentInfo>& channel_mixer_infos() {
+  static const std::vector<ComponentInfo> infos = {
+      {"swiglu", "W3(SiLU(W1 x) * W2 x), no biases",
+       {OptionInfo::integer("hidden", 0, "hidden width (0 = 8/3 width rounded up to 16)", 0)}},
+      {"mlp", "W2 GELU(W1 x)",
+       {OptionInfo::integer("hidden", 0, "hidden width (0 = 4 x width)", 0),
+        OptionInfo::flag("bias", true, "biases in both linears")}},
+      {"none", "no channel mixer (blocks hold a sequence mixer only)", {}},
+  };
+  return infos;
+}
+
+ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
+  const Options o = component_options(channel_mixer_infos(), "channel mixer", spec);
+  const std::string name = Spec::parse(spec).name;
+  if (name == "none") return nullptr;
+  if (name == "swiglu") {
+    const int64_t hidden = o.integer("hidden");
+    return std::make_shared<SwiGLUImpl>(dim, hidden > 0 ? hidden : swiglu_default_hidden(dim));
+  }
+  const int64_t hidden = o.integer("hidden");
+  return std::make_shared<MLPImpl>(dim, hidden > 0 ? hidden : 4 * dim, o.flag("bias"));
+}
+
+const std::vector<ComponentInfo>& residual_infos() {
+  static const std::vector<ComponentInfo> infos = {
+      {"prenorm", "x <- x + f(norm(x)) for every sublayer (GPT-2 style)", {}},
+  };
+  return infos;
+}
+
+ResidualScheme build_residual(const std::string& spec, int64_t sublayers) {
+  component_options(residual_infos(), "residual scheme", spec);
+  return std::make_shared<PreNormResidualImpl>();
+}
+
+}  // namespace seqmix

@@ -1,0 +1,62 @@
+// Ground-truth attention: plain ATen, the full score matrix, autograd by composition.
+#include <ATen/ATen.h>
+
+#include "../checks.h"
+#include "seqmix/ops/attention.h"
+
+namespace seqmix::ops {
+namespace {
+
+void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  check_rank(q, op, "q", 4, "B,T,H,dk");
+  check_rank(k, op, "k", 4, "B,S,H,dk");
+  check_rank(v, op, "v", 4, "B,S,H,dv");
+  check_same_float_dtype(op, {q, k, v});
+  check_same_size(q, 0, k, 0, op, "batch sizes of q and k");
+  check_same_size(k, 0, v, 0, op, "batch sizes of k and v");
+  check_same_size(q, 2, k, 2, op, "head counts of q and k");
+  check_same_size(k, 2, v, 2, op, "head counts of k and v");
+  check_same_size(q, 3, k, 3, op, "head widths of q and k");
+  check_same_size(k, 1, v, 1, op, "key lengths of k and v");
+  TORCH_CHECK(q.size(1) <= k.size(1), op, ": more queries (", q.size(1), ") than keys (", k.size(1),
+              "); queries are the last positions of the key sequence");
+}
+
+// [B,H,T,S] raw scores q_t . k_j.
+at::Tensor raw_scores(const at::Tensor& q, const at::Tensor& k) {
+  return at::matmul(q.transpose(1, 2), k.permute({0, 2, 3, 1}));
+}
+
+}  // namespace
+
+at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& device) {
+  auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+  auto t = at::arange(queries, opts).unsqueeze(1) + (keys - queries);
+  auto j = at::arange(keys, opts).unsqueeze(0);
+  return j <= t;
+}
+
+at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   bool causal, double scale) {
+  check_attention_args("softmax_attention_naive", q, k, v);
+  auto scores = raw_scores(q, k) * scale;
+  if (causal)
+    scores = scores.masked_fill(causal_key_mask(q.size(1), k.size(1), q.device()).logical_not(),
+                                -std::numeric_limits<double>::infinity());
+  auto p = at::softmax(scores, -1);
+  return at::matmul(p, v.transpose(1, 2)).transpose(1, 2);
+}
+
+at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                bool causal, double eps) {
+  check_attention_args("relu_attention_naive", q, k, v);
+  auto scores = raw_scores(q, k);
+  // Invisible keys are exact zeros, so they add nothing to the row norm.
+  if (causal)
+    scores = scores.masked_fill(causal_key_mask(q.size(1), k.size(1), q.device()).logical_not(), 0.0);
+  auto norm = (scores.square().sum(-1, /*keepdim=*/true) + eps).sqrt();
+  auto a = at::relu(scores / norm);
+  return at::matmul(a, v.transpose(1, 2)).transpose(1, 2);
+}
+
+}  // namespace seqmix::ops

@@ -1,0 +1,25 @@
+// One-token decode step of gated linear attention.
+#include <ATen/ATen.h>
+
+#include "../checks.h"
+#include "seqmix/ops/gla.h"
+
+namespace seqmix::ops {
+
+PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                   const at::Tensor& log_decay_t, LinearAttentionState& state) {
+  const char* op = "gla_step";
+  check_rank(q_t, op, "q_t", 3, "B,H,dk");
+  check_rank(k_t, op, "k_t", 3, "B,H,dk");
+  check_rank(v_t, op, "v_t", 3, "B,H,dv");
+  check_rank(log_decay_t, op, "log_decay_t", 2, "B,H");
+  auto decay = log_decay_t.exp();  // [B,H]
+  state.kv = decay.unsqueeze(-1).unsqueeze(-1) * state.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
+  state.k_sum = decay.unsqueeze(-1) * state.k_sum + k_t;
+  PriorRead read;
+  read.numerator = (q_t.unsqueeze(-1) * state.kv).sum(-2).unsqueeze(1);
+  read.normaliser = (q_t * state.k_sum).sum(-1).unsqueeze(1);
+  return read;
+}
+
+}  // namespace seqmix::ops

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/io/spec.h"
+
+namespace seqmix {
+namespace {
+
+std::vector<OptionInfo> declared() {
+  return {OptionInfo::integer("heads", 4, "heads", 1), OptionInfo::flag("rope", false, "rope"),
+          OptionInfo::real("scale", 0.5, "scale", 0.0, 1.0),
+          OptionInfo::choice("feature", "relu", {"relu", "elu"}, "feature")};
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Spec, ParsesNameAndOptionsInOrder) {
+  const Spec s = Spec::parse(" fem:prior=softmax, flags=LT ,heads=4");
+  EXPECT_EQ(s.name, "fem");
+  ASSERT_EQ(s.options.size(), 3u);
+  EXPECT_EQ(s.options[0], (std::pair<std::string, std::string>{"prior", "softmax"}));
+  EXPECT_EQ(s.options[1], (std::pair<std::string, std::string>{"flags", "LT"}));
+  EXPECT_EQ(s.str(), "fem:prior=softmax,flags=LT,heads=4");
+  EXPECT_EQ(Spec::parse("softmax").options.size(), 0u);
+  // Values may hold '-' and '!' (HyperMLP variant labels).
+  EXPECT_EQ(Spec::parse("hypermlp:variant=R-12!").options[0].second, "R-12!");
+}
+
+TEST(Spec, MalformedTextIsAnError) {
+  EXPECT_NE(error_of([] { Spec::parse(":heads=4"); }).find("no name"), std::string::npos);
+  EXPECT_NE(error_of([] { Spec::parse("softmax:heads"); }).find("key=value"), std::string::npos);
+  EXPECT_NE(error_of([] { Spec::parse("softmax:heads=1,heads=2"); }).find("twice"), std::string::npos);
+}
+
+TEST(Options, DefaultsAndTypedValues) {
+  const Options o("mixer x", declared(), Spec::parse("x:heads=8,rope=1"));
+  EXPECT_EQ(o.integer("heads"), 8);
+  EXPECT_TRUE(o.flag("rope"));
+  EXPECT_DOUBLE_EQ(o.real("scale"), 0.5);
+  EXPECT_EQ(o.text("feature"), "relu");
+  EXPECT_TRUE(o.was_given("heads"));
+  EXPECT_FALSE(o.was_given("scale"));
+  EXPECT_EQ(o.resolved(), "x:heads=8,rope=1,scale=0.5,feature=relu");
+}
+
+TEST(Options, UnknownKeyNamesItAndListsValidOnes) {
+  const std::string e = error_of([] { Options("mixer x", declared(), Spec::parse("x:hedas=2")); });
+  EXPECT_NE(e.find("'hedas'"), std::string::npos) << e;
+  EXPECT_NE(e.find("heads, rope, scale, feature"), std::string::npos) << e;
+}
+
+TEST(Options, BadValuesAreErrors) {
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:heads=two")); }).find("integer"), std::string::npos);
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:heads=0")); }).find(">= 1"), std::string::npos);
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:scale=2")); }).find("<= 1"), std::string::npos);
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:rope=maybe")); }).find("0 or 1"), std::string::npos);
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:feature=tanh")); }).find("relu, elu"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Options("m", declared(), Spec::parse("x:scale=nan")); }).find("finite"), std::string::npos);
+}
+
+TEST(ParseValues, IntegerListAndFlags) {
+  EXPECT_EQ(parse_integer_list("4,1024,8,64", "shape"), (std::vector<int64_t>{4, 1024, 8, 64}));
+  EXPECT_THROW(parse_integer_list("4,x", "shape"), Error);
+  EXPECT_TRUE(parse_flag("true", "f"));
+  EXPECT_FALSE(parse_flag("0", "f"));
+}
+
+}  // namespace
+}  // namespace seqmix

@@ -1,0 +1,148 @@
+// The contract every sequence mixer keeps, checked for each registered spec in fp64:
+// output shape, exact causality, prefill + step-by-step decode equals the full forward, finite-difference
+// input gradients, batch 1 and T = 1.
+#include <gtest/gtest.h>
+
+#include "seqmix/models/registry.h"
+#include "support/test_support.h"
+
+namespace seqmix {
+namespace {
+
+struct MixerCase {
+  std::string spec;
+  int64_t dim;
+};
+void PrintTo(const MixerCase& c, std::ostream* os) { *os << c.spec << " (width " << c.dim << ")"; }
+
+std::vector<MixerCase> causal_cases() {
+  return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"relu", 16},
+          {"relu:rope=0,heads=1", 12}, {"linear", 16},            {"linear:feature=elu,rope=1", 16},
+          {"gla", 16},            {"gla:normalize=0,feature=identity", 16}, {"gla:rope=1,feature=elu", 16},
+          {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10}};
+}
+
+std::vector<MixerCase> bidirectional_cases() {
+  return {{"softmax:causal=0", 16}, {"relu:causal=0", 16}, {"linear:causal=0", 16}};
+}
+
+Mixer make(const MixerCase& c) {
+  torch::manual_seed(7);
+  auto m = build_mixer(c.spec, MixerContext{c.dim, 64});
+  m->to(torch::kDouble);
+  // Larger weights than the N(0, 0.02) init, so every path carries signal in the comparisons.
+  torch::NoGradGuard no_grad;
+  for (auto& p : m->parameters())
+    if (p.dim() >= 2) p.mul_(10.0);
+  return m;
+}
+
+torch::Tensor input(int64_t B, int64_t T, int64_t D, uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randn({B, T, D}, g, torch::kDouble);
+}
+
+class CausalMixer : public ::testing::TestWithParam<MixerCase> {};
+
+TEST_P(CausalMixer, ShapeAndFlags) {
+  auto m = make(GetParam());
+  EXPECT_TRUE(m->is_causal());
+  for (int64_t B : {1, 3})
+    for (int64_t T : {1, 2, 9}) EXPECT_EQ(m->forward(input(B, T, GetParam().dim, 1)).sizes(), (at::IntArrayRef{B, T, GetParam().dim}));
+}
+
+TEST_P(CausalMixer, PerturbingTokenTLeavesEarlierOutputsBitIdentical) {
+  auto m = make(GetParam());
+  const int64_t T = 11;
+  auto x = input(2, T, GetParam().dim, 2);
+  auto y = m->forward(x);
+  for (int64_t t : {1, 4, 10}) {
+    auto x2 = x.clone();
+    x2.select(1, t).add_(input(2, 1, GetParam().dim, 100 + t).squeeze(1) * 3.0);
+    auto y2 = m->forward(x2);
+    EXPECT_TRUE(torch::equal(y.narrow(1, 0, t), y2.narrow(1, 0, t))) << "output before " << t << " changed";
+    EXPECT_FALSE(torch::equal(y.narrow(1, t, T - t), y2.narrow(1, t, T - t))) << "token " << t << " had no effect";
+  }
+}
+
+TEST_P(CausalMixer, PrefillThenStepsEqualsForward) {
+  auto m = make(GetParam());
+  torch::NoGradGuard no_grad;
+  const int64_t T = 10;
+  for (int64_t B : {1, 2}) {
+    auto x = input(B, T, GetParam().dim, 3);
+    auto full = m->forward(x);
+    for (int64_t prefix : {0, 1, 4}) {
+      auto state = m->init_state(B);
+      std::vector<torch::Tensor> ys;
+      if (prefix > 0) ys.push_back(m->prefill(x.narrow(1, 0, prefix), state));
+      for (int64_t t = prefix; t < T; ++t) ys.push_back(m->step(x.select(1, t), state).unsqueeze(1));
+      EXPECT_EQ(state.position, T);
+      EXPECT_CLOSE(torch::cat(ys, 1), full, 1e-10, 1e-12) << "prefix " << prefix << ", batch " << B;
+    }
+  }
+}
+
+TEST_P(CausalMixer, FiniteDifferenceInputGradients) {
+  auto m = make(GetParam());
+  auto x = input(1, 5, GetParam().dim, 4).requires_grad_();
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<torch::Tensor>& v) { return m->forward(v[0]); }, {x}, 1e-6,
+                                 1e-5, 1e-7, 40));
+}
+
+TEST_P(CausalMixer, StepRejectsWrongShapes) {
+  auto m = make(GetParam());
+  auto state = m->init_state(2);
+  EXPECT_THROW(m->step(torch::zeros({2, GetParam().dim + 1}, torch::kDouble), state), std::exception);
+  EXPECT_THROW(m->forward(torch::zeros({2, 3, GetParam().dim + 1}, torch::kDouble)), std::exception);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, CausalMixer, ::testing::ValuesIn(causal_cases()),
+                         [](const ::testing::TestParamInfo<MixerCase>& info) {
+                           std::string n = info.param.spec;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+class BidirectionalMixer : public ::testing::TestWithParam<MixerCase> {};
+
+TEST_P(BidirectionalMixer, SeesTheFutureAndRefusesToDecode) {
+  auto m = make(GetParam());
+  EXPECT_FALSE(m->is_causal());
+  auto x = input(1, 6, GetParam().dim, 5);
+  auto y = m->forward(x);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  auto x2 = x.clone();
+  x2.select(1, 5).add_(1.0);
+  EXPECT_FALSE(torch::equal(y.select(1, 0), m->forward(x2).select(1, 0)));
+  EXPECT_THROW(m->init_state(1), std::exception);
+  auto xg = input(1, 4, GetParam().dim, 6).requires_grad_();
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<torch::Tensor>& v) { return m->forward(v[0]); }, {xg}, 1e-6,
+                                 1e-5, 1e-7, 40));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, BidirectionalMixer, ::testing::ValuesIn(bidirectional_cases()),
+                         [](const ::testing::TestParamInfo<MixerCase>& info) {
+                           std::string n = info.param.spec;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace seqmix
+
+namespace seqmix {
+namespace {
+
+TEST(MixerContract, EveryRegisteredMixerHasACausalCase) {
+  for (const auto& info : mixer_infos()) {
+    bool covered = false;
+    for (const auto& c : causal_cases()) covered = covered || Spec::parse(c.spec).name == info.name;
+    EXPECT_TRUE(covered) << "mixer " << info.name << " is not in the contract test's cases";
+  }
+}
+
+}  // namespace
+}  // namespace seqmix

@@ -1,0 +1,63 @@
+#include <gtest/gtest.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/models/language_model.h"
+#include "seqmix/models/registry.h"
+#include "seqmix/tasks/task.h"
+
+namespace seqmix {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Registry, EveryListedMixerBuildsWithItsDefaults) {
+  for (const auto& info : mixer_infos()) {
+    SCOPED_TRACE(info.name);
+    auto m = build_mixer(info.name, MixerContext{32, 16});
+    EXPECT_EQ(m->forward(torch::randn({2, 5, 32})).sizes(), (at::IntArrayRef{2, 5, 32}));
+    EXPECT_FALSE(info.meaning.empty());
+    for (const auto& o : info.options) EXPECT_FALSE(o.meaning.empty()) << o.key;
+  }
+}
+
+TEST(Registry, EveryChannelMixerAndResidualBuilds) {
+  for (const auto& info : channel_mixer_infos()) {
+    auto c = build_channel_mixer(info.name, 16);
+    if (info.name == "none") EXPECT_EQ(c, nullptr);
+    else EXPECT_EQ(c->forward(torch::randn({2, 3, 16})).sizes(), (at::IntArrayRef{2, 3, 16}));
+  }
+  for (const auto& info : residual_infos()) EXPECT_NE(build_residual(info.name, 4), nullptr);
+}
+
+TEST(Registry, UnknownNamesAndKeysAreNamedWithTheValidOnes) {
+  const std::string name = error_of([] { build_mixer("sofmax", MixerContext{}); });
+  EXPECT_NE(name.find("unknown mixer 'sofmax'"), std::string::npos) << name;
+  EXPECT_NE(name.find("softmax, relu, linear, gla, ssm"), std::string::npos) << name;
+  const std::string key = error_of([] { build_mixer("softmax:head=2", MixerContext{}); });
+  EXPECT_NE(key.find("mixer softmax has no option 'head'"), std::string::npos) << key;
+  EXPECT_NE(key.find("heads"), std::string::npos) << key;
+  EXPECT_NE(error_of([] { build_channel_mixer("glu", 8); }).find("unknown channel mixer 'glu'"), std::string::npos);
+  EXPECT_NE(error_of([] { build_task("mad.recall"); }).find("unknown task 'mad.recall'"), std::string::npos);
+  EXPECT_NE(error_of([] { build_mixer("softmax:heads=5", MixerContext{32, 0}); }).find("not divisible"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { build_mixer("gla:feature=identity", MixerContext{32, 0}); }).find("positive feature map"),
+            std::string::npos);
+  LanguageModelOptions o;
+  EXPECT_NE(error_of([&] { apply_model_spec("lm:width=3", o); }).find("'width'"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_model_spec("gpt", o); }).find("unknown model 'gpt'"), std::string::npos);
+}
+
+TEST(Registry, ResolvedSpecSpellsOutDefaults) {
+  EXPECT_EQ(resolve_mixer_spec("softmax:heads=2"),
+            "softmax:heads=2,rope=1,rope_theta=10000,bias=1,causal=1,scale=0");
+}
+
+}  // namespace
+}  // namespace seqmix
