@@ -12,5 +12,8 @@ using Action = std::function<int()>;
 void add_train_command(CLI::App& app, Action& action);
 void add_list_command(CLI::App& app, Action& action);
 void add_info_command(CLI::App& app, Action& action);
+void add_eval_command(CLI::App& app, Action& action);
+void add_plot_command(CLI::App& app, Action& action);
+void add_mad_command(CLI::App& app, Action& action);
 
 }  // namespace seqmix::cli

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   seqmix::cli::Action action;
   seqmix::cli::add_train_command(app, action);
+  seqmix::cli::add_eval_command(app, action);
+  seqmix::cli::add_mad_command(app, action);
+  seqmix::cli::add_plot_command(app, action);
   seqmix::cli::add_list_command(app, action);
   seqmix::cli::add_info_command(app, action);
   try {

@@ -64,6 +64,23 @@ OptionInfo OptionInfo::choice(std::string key, std::string value, std::vector<st
   return o;
 }
 
+OptionInfo OptionInfo::list(std::string key, std::vector<std::string> value, std::string meaning) {
+  return OptionInfo{std::move(key), OptionType::List, join_list(value), std::move(meaning)};
+}
+
+std::vector<std::string> split_list(const std::string& joined) {
+  std::vector<std::string> out;
+  std::stringstream ss(joined);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    item = trim(item);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string join_list(const std::vector<std::string>& items) { return join(items, ";"); }
+
 std::string OptionInfo::type_name() const {
   switch (type) {
     case OptionType::Integer: return "int";
@@ -71,6 +88,7 @@ std::string OptionInfo::type_name() const {
     case OptionType::Flag: return "0|1";
     case OptionType::Text: return "text";
     case OptionType::Choice: return join(choices, "|");
+    case OptionType::List: return "list";
   }
   return "?";
 }
@@ -109,6 +127,31 @@ std::vector<int64_t> parse_integer_list(const std::string& text, const std::stri
   while (std::getline(ss, item, ',')) out.push_back(parse_integer(item, what));
   if (out.empty()) throw Error(what + " expects a comma-separated list of integers, got '" + text + "'");
   return out;
+}
+
+void check_option_value(const OptionInfo& d, const std::string& value, const std::string& what) {
+  double numeric = 0;
+  switch (d.type) {
+    case OptionType::Integer: numeric = static_cast<double>(parse_integer(value, what)); break;
+    case OptionType::Real: numeric = parse_real(value, what); break;
+    case OptionType::Flag: parse_flag(value, what); break;
+    case OptionType::Text: break;
+    case OptionType::List:
+      if (split_list(value).empty()) throw Error(what + " expects a non-empty list");
+      break;
+    case OptionType::Choice: {
+      bool ok = false;
+      for (const auto& c : d.choices) ok = ok || c == value;
+      if (!ok) throw Error(what + " must be one of " + join(d.choices, ", ") + ", got '" + value + "'");
+      break;
+    }
+  }
+  if ((d.type == OptionType::Integer || d.type == OptionType::Real) && (numeric < d.min || numeric > d.max)) {
+    std::string range = (std::isfinite(d.min) ? ">= " + format_real(d.min) : std::string()) +
+                        (std::isfinite(d.min) && std::isfinite(d.max) ? " and " : "") +
+                        (std::isfinite(d.max) ? "<= " + format_real(d.max) : std::string());
+    throw Error(what + " must be " + range + ", got " + value);
+  }
 }
 
 Spec Spec::parse(const std::string& text) {
@@ -158,27 +201,7 @@ Options::Options(std::string owner, const std::vector<OptionInfo>& declared, con
                   (keys.empty() ? std::string("(none)") : join(keys, ", ")));
     }
     const OptionInfo& d = declared_[i];
-    const std::string what = owner_ + " option '" + key + "'";
-    double numeric = 0;
-    switch (d.type) {
-      case OptionType::Integer: numeric = static_cast<double>(parse_integer(value, what)); break;
-      case OptionType::Real: numeric = parse_real(value, what); break;
-      case OptionType::Flag: parse_flag(value, what); break;
-      case OptionType::Text: break;
-      case OptionType::Choice: {
-        bool ok = false;
-        for (const auto& c : d.choices) ok = ok || c == value;
-        if (!ok) throw Error(what + " must be one of " + join(d.choices, ", ") + ", got '" + value + "'");
-        break;
-      }
-    }
-    if ((d.type == OptionType::Integer || d.type == OptionType::Real) &&
-        (numeric < d.min || numeric > d.max)) {
-      std::string range = (std::isfinite(d.min) ? ">= " + format_real(d.min) : std::string()) +
-                          (std::isfinite(d.min) && std::isfinite(d.max) ? " and " : "") +
-                          (std::isfinite(d.max) ? "<= " + format_real(d.max) : std::string());
-      throw Error(what + " must be " + range + ", got " + value);
-    }
+    check_option_value(d, value, owner_ + " option '" + key + "'");
     values_[i] = value;
     given_[i] = true;
   }

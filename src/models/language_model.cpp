@@ -52,7 +52,7 @@ BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
 LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o) {
   if ((o.vocab_size > 0) == (o.input_features > 0))
     throw Error("model: give exactly one of a vocabulary size (token inputs) or an input feature count");
-  if (o.input_features > 0 && o.output_features <= 0)
+  if (o.input_features > 0 && o.output_features <= 0 && o.output_head)
     throw Error("model: real-valued inputs need an output feature count");
   if (o.dim <= 0 || o.layers <= 0) throw Error("model: dim and layers must be positive");
   if (o.mixers.empty()) throw Error("model: at least one mixer spec is needed");
@@ -84,7 +84,9 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o
   if (o.final_norm) final_norm_ = register_module("final_norm", make_norm(o.norm, o.dim));
 
   const int64_t out_size = o.vocab_size > 0 ? o.vocab_size : o.output_features;
-  if (o.tie_embeddings) {
+  if (!o.output_head) {
+    if (o.tie_embeddings) throw Error("model: tie=1 needs an output head");
+  } else if (o.tie_embeddings) {
     if (o.head_bias) tied_head_bias_ = register_parameter("head_bias", torch::zeros({out_size}));
   } else {
     output_head = register_module(
@@ -123,6 +125,7 @@ torch::Tensor LanguageModelImpl::embed(const torch::Tensor& inputs, int64_t offs
 
 torch::Tensor LanguageModelImpl::head(const torch::Tensor& h) {
   auto z = final_norm_ ? final_norm_->forward(h) : h;
+  if (!options_.output_head) return z;
   return options_.tie_embeddings ? tied_projection(z) : output_head(z);
 }
 
@@ -155,6 +158,7 @@ torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& inputs) {
 
 torch::Tensor LanguageModelImpl::forward(const torch::Tensor& inputs) {
   auto z = hidden(inputs);
+  if (!options_.output_head) return z;
   return options_.tie_embeddings ? tied_projection(z) : output_head(z);
 }
 

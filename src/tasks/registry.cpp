@@ -1,8 +1,12 @@
-// The built-in tasks and their options.
+// The built-in tasks and their options (MAD defaults from specs/mad.md).
 #include <functional>
 
 #include "seqmix/io/error.h"
+#include "seqmix/tasks/argmax.h"
+#include "seqmix/tasks/mad/fuzzy_recall.h"
 #include "seqmix/tasks/mad/recall.h"
+#include "seqmix/tasks/mad/token_tasks.h"
+#include "seqmix/tasks/mqar.h"
 #include "seqmix/tasks/task.h"
 
 namespace seqmix {
@@ -14,15 +18,22 @@ struct TaskEntry {
   TaskBuilder build;
 };
 
-std::vector<OptionInfo> recall_options(int64_t vocab, int64_t noise_vocab, double frac_noise) {
-  return {OptionInfo::integer("vocab_size", vocab, "vocabulary size (noise tokens included)", 4),
-          OptionInfo::integer("seq_len", 128, "MAD sequence length L (the model sees L-1 tokens)", 4),
-          OptionInfo::integer("num_train", 12800, "training examples", 1),
-          OptionInfo::integer("num_test", 1280, "test examples", 1),
+OptionInfo vocab(int64_t v) { return OptionInfo::integer("vocab_size", v, "vocabulary size (special tokens included)", 4); }
+OptionInfo length(int64_t l, const char* meaning) { return OptionInfo::integer("seq_len", l, meaning, 4, 1 << 20); }
+OptionInfo train_size(int64_t n) { return OptionInfo::integer("num_train", n, "training examples", 1, 1e8); }
+OptionInfo test_size(int64_t n) { return OptionInfo::integer("num_test", n, "test examples", 1, 1e7); }
+OptionInfo seed(int64_t s = 12345) { return OptionInfo::integer("seed", s, "data seed", 0); }
+uint64_t seed_of(const Options& o) { return static_cast<uint64_t>(o.integer("seed")); }
+
+std::vector<OptionInfo> recall_options(int64_t v, int64_t noise_vocab, double frac_noise) {
+  return {vocab(v),
+          length(128, "MAD sequence length L (the model sees L-1 tokens)"),
+          train_size(12800),
+          test_size(1280),
           OptionInfo::integer("noise_vocab_size", noise_vocab, "top token ids used as noise", 0),
           OptionInfo::real("frac_noise", frac_noise, "share of 2-token slots filled with noise", 0.0, 0.999999),
           OptionInfo::flag("multi_query", true, "score every repeated key (MAD's setting)"),
-          OptionInfo::integer("seed", 12345, "data seed", 0)};
+          seed()};
 }
 
 RecallOptions read_recall(const Options& o) {
@@ -34,7 +45,7 @@ RecallOptions read_recall(const Options& o) {
   r.noise_vocab_size = o.integer("noise_vocab_size");
   r.frac_noise = o.real("frac_noise");
   r.multi_query = o.flag("multi_query");
-  r.seed = static_cast<uint64_t>(o.integer("seed"));
+  r.seed = seed_of(o);
   return r;
 }
 
@@ -45,10 +56,108 @@ const std::vector<TaskEntry>& task_entries() {
        [](const Options& o) -> std::unique_ptr<Task> {
          return std::make_unique<RecallTask>("mad.in_context_recall", read_recall(o), o.resolved());
        }},
+      {{"mad.fuzzy_recall", "MAD fuzzy recall: keys and values are multi-token motifs; test keys have length K",
+        {vocab(16), length(128, "tokens the model sees (left-padded)"), train_size(12800), test_size(1280),
+         OptionInfo::integer("key_len", 3, "longest key motif K", 1), OptionInfo::integer("value_len", 3, "longest value motif", 1),
+         OptionInfo::integer("noise_vocab_size", 0, "token ids used as noise", 0),
+         OptionInfo::real("frac_noise", 0.0, "share of pair slots filled with noise", 0.0, 0.999999), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         FuzzyRecallOptions f;
+         f.vocab_size = o.integer("vocab_size");
+         f.seq_len = o.integer("seq_len");
+         f.num_train = o.integer("num_train");
+         f.num_test = o.integer("num_test");
+         f.key_len = o.integer("key_len");
+         f.value_len = o.integer("value_len");
+         f.noise_vocab_size = o.integer("noise_vocab_size");
+         f.frac_noise = o.real("frac_noise");
+         f.seed = seed_of(o);
+         return std::make_unique<FuzzyRecallTask>(f, o.resolved());
+       }},
       {{"mad.noisy_recall", "MAD noisy in-context recall: recall with noise-token slots interleaved",
         recall_options(32, 16, 0.2)},
        [](const Options& o) -> std::unique_ptr<Task> {
          return std::make_unique<RecallTask>("mad.noisy_recall", read_recall(o), o.resolved());
+       }},
+      {{"mad.selective_copy", "MAD selective copying: copy the data tokens scattered among blanks, in order",
+        {vocab(16), length(256, "tokens the model sees"), OptionInfo::integer("num_tokens_to_copy", 16, "data tokens n", 1),
+         train_size(12800), test_size(1280), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         SelectiveCopyOptions s;
+         s.vocab_size = o.integer("vocab_size");
+         s.seq_len = o.integer("seq_len");
+         s.num_tokens_to_copy = o.integer("num_tokens_to_copy");
+         s.num_train = o.integer("num_train");
+         s.num_test = o.integer("num_test");
+         s.seed = seed_of(o);
+         if (s.seq_len <= 2 * s.num_tokens_to_copy + 1) throw Error("selective copy: seq_len must exceed 2 * num_tokens_to_copy + 1");
+         if (s.vocab_size < 3) throw Error("selective copy: vocab_size must be >= 3");
+         return std::make_unique<AlignedTokenTask>("mad.selective_copy", o.resolved(), s.vocab_size, s.seq_len, s.seed,
+                                                   s.num_train, s.num_test,
+                                                   [s](DataRng& r) { return selective_copy_example(s, r); });
+       }},
+      {{"mad.compression", "MAD compression: encode the sequence into its last position and decode it back",
+        {vocab(16), length(32, "tokens the model sees"), train_size(12800), test_size(1280), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         CompressionOptions c;
+         c.vocab_size = o.integer("vocab_size");
+         c.seq_len = o.integer("seq_len");
+         c.num_train = o.integer("num_train");
+         c.num_test = o.integer("num_test");
+         c.seed = seed_of(o);
+         return std::make_unique<AlignedTokenTask>("mad.compression", o.resolved(), c.vocab_size, c.seq_len, c.seed,
+                                                   c.num_train, c.num_test,
+                                                   [c](DataRng& r) { return compression_example(c, r); }, "autoencoder");
+       }},
+      {{"mad.memorization", "MAD memorization: a fixed key-value map stored in the weights",
+        {vocab(256), length(32, "tokens the model sees (even)"), train_size(256), test_size(1280), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         MemorizationOptions m;
+         m.vocab_size = o.integer("vocab_size");
+         m.seq_len = o.integer("seq_len");
+         m.num_train = o.integer("num_train");
+         m.num_test = o.integer("num_test");
+         m.seed = seed_of(o);
+         if (m.seq_len % 2 != 0) throw Error("memorization: seq_len must be even");
+         auto map = memorization_map(m);
+         return std::make_unique<AlignedTokenTask>("mad.memorization", o.resolved(), m.vocab_size, m.seq_len, m.seed,
+                                                   m.num_train, m.num_test,
+                                                   [m, map](DataRng& r) { return memorization_example(m, map, r); });
+       }},
+      {{"mqar", "zoology's multi-query associative recall",
+        {vocab(8192), length(64, "tokens the model sees (even)"),
+         OptionInfo::integer("num_kv_pairs", 8, "key-value pairs D per sequence", 1),
+         OptionInfo::real("power_a", 0.01, "query gaps drawn with weight i^(power_a - 1)", 1e-6, 10.0),
+         OptionInfo::flag("random_non_queries", true, "fill non-query positions with random tokens"),
+         OptionInfo::integer("num_passes", 1, "repetitions of the key-value context", 1), train_size(100000),
+         test_size(3000), seed(123)}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         MqarOptions m;
+         m.vocab_size = o.integer("vocab_size");
+         m.seq_len = o.integer("seq_len");
+         m.num_kv_pairs = o.integer("num_kv_pairs");
+         m.power_a = o.real("power_a");
+         m.random_non_queries = o.flag("random_non_queries");
+         m.num_passes = o.integer("num_passes");
+         m.num_train = o.integer("num_train");
+         m.num_test = o.integer("num_test");
+         m.seed = seed_of(o);
+         return std::make_unique<MqarTask>(m, o.resolved());
+       }},
+      {{"argmax", "FEM's channel-wise argmax toy: output the per-channel max of a [T,D] value matrix",
+        {length(64, "positions T"), OptionInfo::integer("dim", 128, "channels D", 1),
+         OptionInfo::real("margin", 1.0, "winner margin", 1e-9), OptionInfo::real("noise", 0.05, "noise std", 0.0),
+         train_size(200000), test_size(2000), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         ArgmaxOptions a;
+         a.seq_len = o.integer("seq_len");
+         a.dim = o.integer("dim");
+         a.margin = o.real("margin");
+         a.noise = o.real("noise");
+         a.num_train = o.integer("num_train");
+         a.num_test = o.integer("num_test");
+         a.seed = seed_of(o);
+         return std::make_unique<ArgmaxTask>(a, o.resolved());
        }},
   };
   return entries;

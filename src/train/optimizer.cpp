@@ -8,7 +8,7 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model.parameters()) {
     if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    (p.dim() >= 2 || c.decay_vectors ? decay : no_decay).push_back(p);
   }
   auto options = [&c](double wd) {
     return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(c.lr)

@@ -6,6 +6,7 @@
 namespace seqmix {
 
 double Schedule::lr_at(int64_t step) const {
+  if (stage_steps > 1) step -= step % stage_steps;
   if (warmup_steps > 0 && step < warmup_steps)
     return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps);

@@ -7,19 +7,21 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/train/checkpoint.h"
 #include "seqmix/train/progress.h"
 #include "seqmix/train/schedule.h"
 
 namespace seqmix {
+namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool better(double a, double b, bool higher) { return higher ? a > b : a < b; }
 
@@ -27,6 +29,28 @@ nlohmann::json to_json(const Metrics& m) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : m) j[k] = v;
   return j;
+}
+
+// Keeps the metrics.jsonl lines of steps <= step: a resumed run rewrites what the interrupted one
+// logged after its checkpoint.
+void truncate_metrics_log(const fs::path& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::istringstream in(read_file(path.string()));
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;  // a torn last line of a killed run
+    if (!j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() <= step) kept += line + "\n";
+  }
+  write_file_atomically(path.string(), kept);
+}
+
+double global_grad_norm(SequenceModelImpl& model) {
+  double sq = 0;
+  for (const auto& p : model.parameters())
+    if (p.grad().defined()) sq += p.grad().to(torch::kDouble).square().sum().item<double>();
+  return std::sqrt(sq);
 }
 
 }  // namespace
@@ -52,41 +76,60 @@ Metrics evaluate(SequenceModelImpl& model, Task& task) {
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config) {
   if (config.steps < 1) throw Error("train: steps must be >= 1");
   if (config.batch_size < 1) throw Error("train: batch size must be >= 1");
+  if (config.resume && config.out_dir.empty()) throw Error("train: resuming needs a run directory");
   const auto wall_start = Clock::now();
-  TrainSummary summary;
-  summary.parameters = model.parameter_count();
+  const bool writing = !config.out_dir.empty();
+  const fs::path run_dir(config.out_dir);
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+
+  auto optimizer = make_adamw(model, config.optimizer);
+  TrainerState state;
+  if (config.resume) {
+    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state))
+      throw Error("run " + config.out_dir + " has no checkpoint to resume from");
+    truncate_metrics_log(metrics_path, state.step);
+  }
 
   std::ofstream metrics_log;
-  if (!config.out_dir.empty()) {
-    std::filesystem::create_directories(config.out_dir);
-    metrics_log.open(std::filesystem::path(config.out_dir) / "metrics.jsonl", std::ios::app);
-    if (!metrics_log) throw Error("cannot write " + config.out_dir + "/metrics.jsonl");
+  if (writing) {
+    fs::create_directories(run_dir);
+    metrics_log.open(metrics_path, std::ios::app);
+    if (!metrics_log) throw Error("cannot write " + metrics_path.string());
   }
   auto log = [&](const nlohmann::json& j) {
     if (metrics_log.is_open()) metrics_log << j.dump() << "\n" << std::flush;
   };
 
-  auto optimizer = make_adamw(model, config.optimizer);
-  const Schedule schedule{config.optimizer.lr, config.min_lr, config.warmup_steps, config.steps};
+  const Schedule schedule{config.optimizer.lr, config.min_lr, config.warmup_steps, config.steps,
+                          std::max<int64_t>(1, config.schedule_stage)};
   Progress progress(config.steps);
   const std::string metric = task.primary_metric();
   const bool higher = task.higher_is_better();
-  bool have_best = false;
+  if (!config.select_by.empty() && config.select_by != "loss")
+    throw Error("train: select_by must be empty (the task's metric) or 'loss'");
+  const std::string select = config.select_by.empty() ? metric : "loss";
+  const bool select_higher = config.select_by.empty() ? higher : false;
+  const int64_t checkpoint_every = config.checkpoint_every > 0 ? config.checkpoint_every : config.eval_every;
+  auto checkpoint = [&] {
+    if (!writing) return;
+    TrainerState s = state;
+    s.wall_seconds = state.wall_seconds + seconds_since(wall_start);
+    save_checkpoint(config.out_dir, model, *optimizer, s, config.keep_checkpoints);
+  };
 
   auto run_eval = [&](int64_t step) {
     Metrics m = evaluate(model, task);
-    summary.final_metrics = m;
-    if (m.count(metric) && (!have_best || better(m[metric], summary.best_metrics[metric], higher))) {
-      summary.best_metrics = m;
-      summary.best_step = step;
-      have_best = true;
+    state.final_metrics = m;
+    if (m.count(select) && (state.best_metrics.empty() || better(m[select], state.best_metrics[select], select_higher))) {
+      state.best_metrics = m;
+      state.best_step = step;
     }
     nlohmann::json j = to_json(m);
     j["step"] = step;
     j["split"] = "test";
     log(j);
     if (!config.quiet) {
-      char buf[160];
+      char buf[200];
       std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f  %s %.4f", static_cast<long long>(step),
                     m.count("loss") ? m["loss"] : NAN, metric.c_str(), m.count(metric) ? m[metric] : NAN);
       progress.line(buf);
@@ -96,39 +139,34 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
 
   model.train();
   auto interval_start = Clock::now();
-  int64_t interval_tokens = 0;
+  int64_t interval_tokens = 0, interval_steps = 0;
   double interval_loss = 0;
-  int64_t interval_steps = 0;
-  for (int64_t step = 0; step < config.steps; ++step) {
+  while (state.step < config.steps && !state.stopped_early) {
+    const int64_t step = state.step;
     const double lr = schedule.lr_at(step);
     set_learning_rate(*optimizer, lr);
     Batch batch = task.train_batch(step, config.batch_size);
     optimizer->zero_grad();
     auto out = model.forward(batch.inputs);
     auto loss = task.loss(out, batch);
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) throw Error("train: the loss is not finite at step " + std::to_string(step + 1));
     loss.backward();
-    double grad_norm = 0;
-    {
-      double sq = 0;
-      for (const auto& p : model.parameters())
-        if (p.grad().defined()) sq += p.grad().to(torch::kDouble).square().sum().item<double>();
-      grad_norm = std::sqrt(sq);
-      if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
-        torch::NoGradGuard no_grad;
-        const double scale = config.grad_clip / (grad_norm + 1e-6);
-        for (auto& p : model.parameters())
-          if (p.grad().defined()) p.grad().mul_(scale);
-      }
+    const double grad_norm = global_grad_norm(model);
+    if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
+      torch::NoGradGuard no_grad;
+      const double scale = config.grad_clip / (grad_norm + 1e-6);
+      for (auto& p : model.parameters())
+        if (p.grad().defined()) p.grad().mul_(scale);
     }
     optimizer->step();
-    const double loss_value = loss.item<double>();
+    state.step = step + 1;
     interval_loss += loss_value;
     interval_steps += 1;
     interval_tokens += batch.size() * task.seq_len();
-    summary.steps_done = step + 1;
 
-    const bool last = step + 1 == config.steps;
-    if ((step + 1) % std::max<int64_t>(1, config.log_every) == 0 || last) {
+    const bool last = state.step == config.steps;
+    if (state.step % std::max<int64_t>(1, config.log_every) == 0 || last) {
       const double tps = static_cast<double>(interval_tokens) / std::max(1e-9, seconds_since(interval_start));
       MetricSums train_sums;
       {
@@ -137,7 +175,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       }
       Metrics train_metrics = train_sums.values();
       nlohmann::json j = to_json(train_metrics);
-      j["step"] = step + 1;
+      j["step"] = state.step;
       j["split"] = "train";
       j["loss"] = interval_loss / static_cast<double>(interval_steps);
       j["lr"] = lr;
@@ -145,32 +183,39 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       j["tokens_per_s"] = tps;
       log(j);
       if (!config.quiet)
-        progress.update(step + 1, interval_loss / static_cast<double>(interval_steps), metric,
+        progress.update(state.step, interval_loss / static_cast<double>(interval_steps), metric,
                         train_metrics.count(metric) ? train_metrics[metric] : NAN, tps);
       interval_start = Clock::now();
-      interval_tokens = 0;
+      interval_tokens = interval_steps = 0;
       interval_loss = 0;
-      interval_steps = 0;
     }
-    if (!std::isfinite(loss_value))
-      throw Error("train: the loss became non-finite at step " + std::to_string(step + 1));
-    const bool eval_now = last || (config.eval_every > 0 && (step + 1) % config.eval_every == 0);
+    const bool eval_now = last || (config.eval_every > 0 && state.step % config.eval_every == 0);
     if (eval_now) {
-      Metrics m = run_eval(step + 1);
-      if (config.target > 0 && m.count(metric) &&
-          (higher ? m[metric] >= config.target : m[metric] <= config.target) && !last) {
-        summary.stopped_early = true;
+      Metrics m = run_eval(state.step);
+      if (config.target > 0 && m.count(metric) && (higher ? m[metric] >= config.target : m[metric] <= config.target) &&
+          !last) {
+        state.stopped_early = true;
         if (!config.quiet) progress.line("target " + metric + " reached: stopping early");
-        break;
       }
     }
+    if (last || state.stopped_early || (checkpoint_every > 0 && state.step % checkpoint_every == 0)) checkpoint();
+    if (config.after_step) config.after_step(state.step);
   }
   progress.finish();
-  summary.wall_seconds = seconds_since(wall_start);
 
-  if (!config.out_dir.empty()) {
+  TrainSummary summary;
+  summary.final_metrics = state.final_metrics;
+  summary.best_metrics = state.best_metrics;
+  summary.best_step = state.best_step;
+  summary.steps_done = state.step;
+  summary.stopped_early = state.stopped_early;
+  summary.parameters = model.parameter_count();
+  summary.wall_seconds = state.wall_seconds + seconds_since(wall_start);
+  if (writing) {
     nlohmann::json s;
     s["task"] = task.resolved_spec();
+    s["metric"] = metric;
+    for (const auto& [k, v] : config.description) s[k] = v;
     s["final"] = to_json(summary.final_metrics);
     s["best"] = to_json(summary.best_metrics);
     s["best_step"] = summary.best_step;
@@ -178,9 +223,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     s["stopped_early"] = summary.stopped_early;
     s["parameters"] = summary.parameters;
     s["wall_seconds"] = summary.wall_seconds;
-    std::ofstream f(std::filesystem::path(config.out_dir) / "summary.json");
-    f << s.dump(2) << "\n";
-    if (!f) throw Error("cannot write " + config.out_dir + "/summary.json");
+    write_file_atomically((run_dir / "summary.json").string(), s.dump(2) + "\n");
   }
   return summary;
 }

@@ -22,3 +22,52 @@ set_tests_properties(cli.list_shows_every_mixer PROPERTIES LABELS fast
 add_test(NAME cli.info_reports_blas COMMAND $<TARGET_FILE:seqmix> info)
 set_tests_properties(cli.info_reports_blas PROPERTIES LABELS fast
   PASS_REGULAR_EXPRESSION "LibTorch +1\\.13.*BLAS +OpenBLAS.*GFLOP/s")
+
+# Configs and overrides.
+set(SEQMIX_CLI_TMP ${CMAKE_CURRENT_BINARY_DIR}/cli_tmp)
+file(MAKE_DIRECTORY ${SEQMIX_CLI_TMP})
+file(WRITE ${SEQMIX_CLI_TMP}/bad_key.yaml "train:\n  lrr: 0.1\n")
+file(WRITE ${SEQMIX_CLI_TMP}/bad_type.yaml "train:\n  steps: lots\n")
+file(WRITE ${SEQMIX_CLI_TMP}/bad_yaml.yaml "task: [unclosed\n")
+seqmix_cli_error(config_unknown_key "unknown key 'train.lrr'; valid keys: task" train --config ${SEQMIX_CLI_TMP}/bad_key.yaml --out ${SEQMIX_CLI_TMP}/x1)
+seqmix_cli_error(config_wrong_type "'train.steps' expects an integer" train --config ${SEQMIX_CLI_TMP}/bad_type.yaml --out ${SEQMIX_CLI_TMP}/x2)
+seqmix_cli_error(config_malformed "is not valid YAML" train --config ${SEQMIX_CLI_TMP}/bad_yaml.yaml --out ${SEQMIX_CLI_TMP}/x3)
+seqmix_cli_error(config_missing "cannot read" train --config ${SEQMIX_CLI_TMP}/absent.yaml --out ${SEQMIX_CLI_TMP}/x4)
+seqmix_cli_error(set_unknown_key "--set: unknown key 'train.lrr'" train --set train.lrr=1 --out ${SEQMIX_CLI_TMP}/x5)
+seqmix_cli_error(resume_without_run "has no config.yaml to resume from" train --resume ${SEQMIX_CLI_TMP}/no_such_run)
+seqmix_cli_error(eval_without_run "has no config.yaml" eval --run ${SEQMIX_CLI_TMP}/no_such_run)
+seqmix_cli_error(mad_unknown_preset "unknown MAD preset 'gpu'" mad --mixer softmax --preset gpu --out ${SEQMIX_CLI_TMP}/mad)
+seqmix_cli_error(mad_unknown_task "unknown MAD task 'mad.copy'" mad --mixer softmax --task mad.copy --out ${SEQMIX_CLI_TMP}/mad)
+seqmix_cli_error(plot_missing_run "metrics.jsonl does not exist" plot ${SEQMIX_CLI_TMP}/no_such_run --out ${SEQMIX_CLI_TMP}/p.png)
+
+# A tiny run, then what can be done with it.
+set(SEQMIX_TINY_RUN ${SEQMIX_CLI_TMP}/tiny_run)
+add_test(NAME cli.tiny_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_TINY_RUN})
+add_test(NAME cli.tiny_run COMMAND $<TARGET_FILE:seqmix> train --task mad.in_context_recall:seq_len=16,num_train=64,num_test=16
+         --mixer softmax:heads=2 --mixer gla:heads=2 --set model=lm:dim=16 --steps 6 --eval-every 3 --threads 1 --out ${SEQMIX_TINY_RUN})
+add_test(NAME cli.tiny_run_files COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_TINY_RUN}/config.yaml ${SEQMIX_TINY_RUN}/summary.json
+         ${SEQMIX_TINY_RUN}/checkpoints/step-00000006.json)
+add_test(NAME cli.tiny_run_eval COMMAND $<TARGET_FILE:seqmix> eval --run ${SEQMIX_TINY_RUN} --json)
+add_test(NAME cli.tiny_run_plot COMMAND $<TARGET_FILE:seqmix> plot ${SEQMIX_TINY_RUN} --out ${SEQMIX_CLI_TMP}/tiny.png)
+add_test(NAME cli.tiny_run_resume_finished COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --threads 1)
+add_test(NAME cli.tiny_run_refuses_overwrite COMMAND ${SEQMIX_EXPECT_ERROR} "already holds a run; continue it with --resume"
+         $<TARGET_FILE:seqmix> train --steps 2 --out ${SEQMIX_TINY_RUN})
+add_test(NAME cli.tiny_run_resume_rejects_changes COMMAND ${SEQMIX_EXPECT_ERROR} "only --threads may be given"
+         $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --steps 9)
+set_tests_properties(cli.tiny_run_clean PROPERTIES FIXTURES_SETUP tiny_clean LABELS fast)
+set_tests_properties(cli.tiny_run PROPERTIES FIXTURES_REQUIRED tiny_clean FIXTURES_SETUP tiny_run LABELS fast
+  PASS_REGULAR_EXPRESSION "final accuracy [0-9.]+ \\(best")
+set_tests_properties(cli.tiny_run_files PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast
+  PASS_REGULAR_EXPRESSION "mixer:.*- softmax:heads=2.*- gla:heads=2.*\"best\".*\"final\".*\"parameters\".*\"rng\"")
+set_tests_properties(cli.tiny_run_eval PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast
+  PASS_REGULAR_EXPRESSION "\"accuracy\":[0-9.]+.*\"step\":6")
+set_tests_properties(cli.tiny_run_plot PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast PASS_REGULAR_EXPRESSION "wrote .*tiny.png")
+set_tests_properties(cli.tiny_run_resume_finished cli.tiny_run_refuses_overwrite cli.tiny_run_resume_rejects_changes
+  PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast)
+set_tests_properties(cli.tiny_run_resume_finished PROPERTIES PASS_REGULAR_EXPRESSION "after 6 steps")
+
+# SIGKILL in the middle of training, then --resume: the same final weights, bit for bit.
+add_test(NAME cli.kill_and_resume_is_bit_exact
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/kill_resume.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/kill_resume)
+set_tests_properties(cli.kill_and_resume_is_bit_exact PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "byte-identical")

@@ -9,7 +9,7 @@
 
 namespace seqmix {
 
-enum class OptionType { Integer, Real, Flag, Text, Choice };
+enum class OptionType { Integer, Real, Flag, Text, Choice, List };
 
 struct OptionInfo {
   std::string key;
@@ -30,6 +30,8 @@ struct OptionInfo {
   static OptionInfo text(std::string key, std::string value, std::string meaning);
   static OptionInfo choice(std::string key, std::string value, std::vector<std::string> choices,
                            std::string meaning);
+  // A list of texts (e.g. one mixer spec per layer), stored joined by ';'.
+  static OptionInfo list(std::string key, std::vector<std::string> value, std::string meaning);
   std::string type_name() const;
 };
 
@@ -82,6 +84,12 @@ Options component_options(const std::vector<ComponentInfo>& infos, const std::st
                           const std::string& spec);
 // Human-readable listing of components: name, meaning, and each option with default and meaning.
 std::string describe_components(const std::string& title, const std::vector<ComponentInfo>& infos);
+
+// Throws Error ("<what> expects ...") unless value is valid for the declared option.
+void check_option_value(const OptionInfo& info, const std::string& value, const std::string& what);
+// Lists are stored as their items joined by ';'.
+std::vector<std::string> split_list(const std::string& joined);
+std::string join_list(const std::vector<std::string>& items);
 
 // Parsing of single values, shared with configs and overrides.
 int64_t parse_integer(const std::string& text, const std::string& what);

@@ -33,6 +33,7 @@ struct LanguageModelOptions {
   bool final_norm = true;
   bool tie_embeddings = false;
   bool head_bias = true;
+  bool output_head = true;  // false: forward returns the final hidden state [B,T,D]
   std::string position = "none";  // none | learned (absolute, needs max_len)
   int64_t max_len = 0;
 };

@@ -61,6 +61,8 @@ class Task {
   virtual void add_metrics(const at::Tensor& outputs, const Batch& batch, MetricSums& sums) const;
   // The metric that defines success (early stop, summaries).
   virtual std::string primary_metric() const { return "accuracy"; }
+  // The model spec this task is measured with when the user names none (MAD's backbone for MAD tasks).
+  virtual std::string default_model() const { return "lm"; }
   virtual bool higher_is_better() const { return true; }
 };
 

@@ -12,6 +12,7 @@ struct OptimizerConfig {
   double lr = 1e-3;
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool decay_vectors = false;  // also decay norm weights and biases (MAD's single parameter group)
 };
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const OptimizerConfig& config);

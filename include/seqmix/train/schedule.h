@@ -9,6 +9,7 @@ struct Schedule {
   double min_lr = 0.0;
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;
+  int64_t stage_steps = 1;  // the rate is held constant within stages of this many steps (MAD: one epoch)
   // Learning rate for the update made at step (0-based).
   double lr_at(int64_t step) const;
 };

@@ -1,7 +1,10 @@
 #pragma once
-// The training loop: AdamW with decay groups, warmup + cosine, gradient clipping, evaluation every
-// N steps, early stop on a target value of the task's primary metric, metrics.jsonl and summary.json.
+// The training loop: AdamW with decay groups, warmup + cosine, gradient clipping, evaluation every N
+// steps, early stop on a target value of the task's primary metric, and a run directory with
+// metrics.jsonl, checkpoints and summary.json. A run resumed from its latest checkpoint continues the
+// same trajectory: batches are a function of the step, and model, optimizer and RNG state are restored.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -17,13 +20,20 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   double min_lr = 0.0;
   int64_t warmup_steps = 0;
-  double grad_clip = 1.0;    // max global gradient norm; 0 disables clipping
-  int64_t eval_every = 100;  // 0: evaluate only at the end
+  double grad_clip = 1.0;        // max global gradient norm; 0 disables clipping
+  int64_t eval_every = 100;      // 0: evaluate only at the end
   int64_t log_every = 10;
-  double target = 0.0;       // stop once the primary metric reaches this (0 = never)
-  uint64_t seed = 0;
-  std::string out_dir;       // run directory; empty = write nothing
+  double target = 0.0;           // stop once the primary metric reaches this (0 = never)
+  std::string select_by;         // "best" evaluation: "" = by the primary metric, "loss" = lowest test loss
+  int64_t schedule_stage = 1;    // learning rate held within stages of this many steps (MAD: an epoch)
+  int64_t checkpoint_every = 0;  // 0: at every evaluation
+  int64_t keep_checkpoints = 3;
+  std::string out_dir;           // run directory; empty = write nothing
+  bool resume = false;           // continue from the latest checkpoint in out_dir
   bool quiet = false;
+  std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
+  // Called after every optimizer step with the number of steps done (tests use it to interrupt a run).
+  std::function<void(int64_t)> after_step;
 };
 
 using Metrics = std::map<std::string, double>;
@@ -41,7 +51,6 @@ struct TrainSummary {
 // Evaluates model on the task's test set (no gradients): the task's metrics plus "loss".
 Metrics evaluate(SequenceModelImpl& model, Task& task);
 
-// Trains model on task; writes metrics.jsonl and summary.json under config.out_dir when set.
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config);
 
 }  // namespace seqmix

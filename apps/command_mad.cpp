@@ -1,0 +1,30 @@
+// seqmix mad: the MAD benchmark for one or more mixers, printed as the papers' table.
+#include <cstdio>
+
+#include "commands.h"
+#include "seqmix/train/mad.h"
+
+namespace seqmix::cli {
+
+void add_mad_command(CLI::App& app, Action& action) {
+  auto o = std::make_shared<MadOptions>();
+  auto* sub = app.add_subcommand("mad", "train mixers on the MAD tasks and print the table (mad.md, mad.json)");
+  sub->add_option("--mixer", o->mixers, "mixer spec (repeat the flag per mixer)")->required();
+  sub->add_option("--task", o->tasks, "MAD task (repeatable; default: all six)");
+  sub->add_option("--preset", o->preset, "cpu (a reduction for 2 cores) or paper (MAD's exact protocol)")
+      ->capture_default_str();
+  sub->add_option("--out", o->out_dir, "output directory (finished runs in it are reused)")->required();
+  sub->add_option("--threads", o->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
+  sub->add_flag("--quiet", o->quiet, "no per-step progress");
+  sub->callback([&action, o] {
+    action = [o] {
+      const auto rows = run_mad(*o);
+      std::printf("\n%s", mad_table_markdown(rows, o->tasks.empty() ? mad_task_names() : o->tasks).c_str());
+      std::printf("\nwritten to %s/mad.md and %s/mad.json\n", o->out_dir.c_str(), o->out_dir.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace seqmix::cli

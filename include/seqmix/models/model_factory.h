@@ -1,0 +1,25 @@
+#pragma once
+// Builds a model from its spec around the mixers, sized by the task:
+//   lm           GPT-style stack (MAD's language-model backbone)
+//   autoencoder  MAD's compression backbone: the stack encodes, its last position is decoded by an MLP
+//   probe        a single mixer read at the last position (the FEM paper's argmax toy)
+#include <string>
+#include <vector>
+
+#include "seqmix/io/spec.h"
+#include "seqmix/models/sequence_model.h"
+
+namespace seqmix {
+
+struct ModelContext {
+  int64_t vocab_size = 0;
+  int64_t input_features = 0;
+  int64_t output_features = 0;
+  int64_t seq_len = 0;
+  std::vector<std::string> mixers;
+};
+
+const std::vector<ComponentInfo>& model_infos();
+SequenceModel build_model(const std::string& spec, const ModelContext& context);
+
+}  // namespace seqmix

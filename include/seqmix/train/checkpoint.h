@@ -1,0 +1,36 @@
+#pragma once
+// Checkpoints of a run: checkpoints/step-<N>.safetensors (model parameters and buffers, optimizer
+// state) and checkpoints/step-<N>.json (step, data cursor, RNG state, best/final metrics, and the size
+// and checksum of the tensors file). Both are written atomically, tensors first; the JSON is the commit
+// record, so a checkpoint exists only once both are complete. The last K are kept.
+#include <torch/nn/module.h>
+#include <torch/optim/adamw.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace seqmix {
+
+struct TrainerState {
+  int64_t step = 0;  // optimizer steps done; also the data cursor (the next training batch index)
+  std::map<std::string, double> final_metrics, best_metrics;
+  int64_t best_step = 0;
+  bool stopped_early = false;
+  double wall_seconds = 0;  // training time before this process (resumed runs add theirs)
+};
+
+// Steps of the complete checkpoints in run_dir, ascending.
+std::vector<int64_t> list_checkpoints(const std::string& run_dir);
+void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW& optimizer,
+                     const TrainerState& state, int64_t keep_last);
+// Loads the checkpoint at `step` (the latest when step < 0) into model, optimizer and state and
+// restores the RNG. Returns false when the run has no checkpoint; throws Error when the checkpoint is
+// corrupt, truncated or does not fit the model (nothing is modified on disk).
+bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW* optimizer,
+                     TrainerState& state, int64_t step = -1);
+
+// 64-bit FNV-1a of bytes (the checksum stored in the JSON record).
+uint64_t fnv1a64(const std::string& bytes);
+
+}  // namespace seqmix

@@ -1,0 +1,62 @@
+#pragma once
+// The MAD benchmark protocol (specs/mad.md 3-5) over seqmix's tasks and trainer.
+//   paper: MAD exactly: width 128, 2 blocks, every task's difficulty ladder (66 settings), 200 epochs,
+//          batch 128, lr {1e-4, 5e-4, 1e-3} x wd {0, 0.1}, cosine per epoch to 1e-6, weight decay on every
+//          parameter, stop at test accuracy > 0.999, the lowest-test-loss evaluation scored, best of the sweep
+//          per setting, mean over a task's settings.
+//   cpu:   a documented reduction for 2 cores: each task's baseline setting only (shorter sequences and
+//          fewer examples for the recall and copying tasks), batch 64, one lr (3e-3) and wd 0.1, a few
+//          epochs; scoring as in paper.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace seqmix {
+
+struct MadSweepPoint {
+  double lr;
+  double weight_decay;
+};
+
+struct MadTaskPlan {
+  std::string task;                   // e.g. mad.in_context_recall
+  std::vector<std::string> settings;  // task specs, baseline first
+  int64_t epochs = 200;
+};
+
+struct MadPreset {
+  std::string name;
+  std::vector<MadTaskPlan> tasks;
+  std::vector<MadSweepPoint> sweep;
+  int64_t batch_size = 128;
+  double min_lr = 1e-6;
+  double stop_accuracy = 0.999;  // stop after the first evaluation strictly above this
+};
+
+MadPreset mad_preset(const std::string& name);  // "cpu" or "paper"; throws Error otherwise
+const std::vector<std::string>& mad_task_names();
+
+struct MadRow {
+  std::string mixer;
+  std::map<std::string, double> scores;  // task -> accuracy in [0, 1]
+  double average = 0;
+};
+
+struct MadOptions {
+  std::vector<std::string> mixers;
+  std::vector<std::string> tasks;  // empty = all six
+  std::string preset = "cpu";
+  std::string out_dir;
+  int threads = 0;
+  uint64_t seed = 12345;
+  bool quiet = false;
+};
+
+// Trains every mixer on every task of the preset (runs already finished in out_dir are reused), prints
+// and writes out_dir/mad.md and out_dir/mad.json, and returns the rows.
+std::vector<MadRow> run_mad(const MadOptions& options);
+
+// The table of the papers: one row per mixer, one column per task, plus the average (Markdown).
+std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vector<std::string>& tasks);
+
+}  // namespace seqmix

@@ -1,0 +1,30 @@
+#pragma once
+// A run, from its configuration to its parts: the schema of config.yaml, and building the task, the
+// model (seeded) and the trainer settings it describes.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqmix/io/config.h"
+#include "seqmix/models/sequence_model.h"
+#include "seqmix/tasks/task.h"
+#include "seqmix/train/trainer.h"
+
+namespace seqmix {
+
+// Keys of config.yaml: task, mixer (list), model, seed, threads, train.* (steps, batch_size, lr, ...).
+std::vector<OptionInfo> run_config_schema();
+
+struct Run {
+  std::unique_ptr<Task> task;
+  SequenceModel model;
+  TrainConfig train;
+  std::string model_spec;  // resolved: the task's default model when the config names none
+  std::vector<std::string> mixers;  // resolved specs
+};
+
+// Builds the run a config describes. Fills in the resolved model and mixer specs in `config`, so that
+// config.to_yaml() is the complete, reproducible description.
+Run build_run(Config& config, const std::string& out_dir);
+
+}  // namespace seqmix

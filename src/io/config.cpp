@@ -1,0 +1,131 @@
+#include "seqmix/io/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+
+#include "seqmix/io/atomic_file.h"
+#include "seqmix/io/error.h"
+
+namespace seqmix {
+
+Config::Config(std::vector<OptionInfo> schema) : schema_(std::move(schema)) {
+  for (const auto& o : schema_) values_[o.key] = o.default_value;
+}
+
+const OptionInfo& Config::info(const std::string& key, const std::string& source) const {
+  for (const auto& o : schema_)
+    if (o.key == key) return o;
+  std::string keys;
+  for (const auto& o : schema_) keys += (keys.empty() ? "" : ", ") + o.key;
+  throw Error(source + ": unknown key '" + key + "'; valid keys: " + keys);
+}
+
+void Config::set(const std::string& key, const std::string& value, const std::string& source) {
+  const OptionInfo& o = info(key, source);
+  check_option_value(o, value, source + ": key '" + key + "'");
+  values_[key] = value;
+}
+
+void Config::apply_override(const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--set '" + assignment + "' is not of the form key=value");
+  set(assignment.substr(0, eq), assignment.substr(eq + 1), "--set");
+}
+
+void Config::merge_yaml_file(const std::string& path) { merge_yaml_text(read_file(path), "config file " + path); }
+
+void Config::merge_yaml_text(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(source + " is not valid YAML (line " + std::to_string(e.mark.line + 1) + ": " + e.msg + ")");
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw Error(source + " must be a mapping of keys to values");
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node, const std::string& prefix) {
+    for (const auto& kv : node) {
+      std::string name;
+      try {
+        name = kv.first.as<std::string>();
+      } catch (const YAML::Exception&) {
+        throw Error(source + ": a key under '" + prefix + "' is not a string");
+      }
+      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      const YAML::Node& value = kv.second;
+      if (value.IsMap()) {
+        walk(value, key);
+      } else if (value.IsSequence()) {
+        const OptionInfo& o = info(key, source);
+        if (o.type != OptionType::List) throw Error(source + ": key '" + key + "' takes a single value, not a list");
+        std::vector<std::string> items;
+        for (const auto& item : value) {
+          if (!item.IsScalar()) throw Error(source + ": key '" + key + "' must be a list of strings");
+          items.push_back(item.as<std::string>());
+        }
+        set(key, join_list(items), source);
+      } else if (value.IsScalar()) {
+        set(key, value.as<std::string>(), source);
+      } else {
+        throw Error(source + ": key '" + key + "' has no value");
+      }
+    }
+  };
+  walk(root, "");
+}
+
+int64_t Config::integer(const std::string& key) const { return parse_integer(values_.at(info(key, "config").key), key); }
+double Config::real(const std::string& key) const { return parse_real(values_.at(info(key, "config").key), key); }
+bool Config::flag(const std::string& key) const { return parse_flag(values_.at(info(key, "config").key), key); }
+const std::string& Config::text(const std::string& key) const { return values_.at(info(key, "config").key); }
+std::vector<std::string> Config::list(const std::string& key) const { return split_list(values_.at(info(key, "config").key)); }
+
+std::string Config::to_yaml() const {
+  // A tree of the dotted keys in schema order; leaves point at their option.
+  struct Node {
+    std::vector<std::pair<std::string, Node>> children;
+    const OptionInfo* leaf = nullptr;
+    Node& child(const std::string& name) {
+      for (auto& c : children)
+        if (c.first == name) return c.second;
+      children.emplace_back(name, Node{});
+      return children.back().second;
+    }
+  };
+  Node root;
+  for (const auto& o : schema_) {
+    Node* n = &root;
+    size_t start = 0, dot;
+    while ((dot = o.key.find('.', start)) != std::string::npos) {
+      n = &n->child(o.key.substr(start, dot - start));
+      start = dot + 1;
+    }
+    n->child(o.key.substr(start)).leaf = &o;
+  }
+  YAML::Emitter out;
+  std::function<void(const Node&)> emit = [&](const Node& n) {
+    out << YAML::BeginMap;
+    for (const auto& [name, child] : n.children) {
+      out << YAML::Key << name << YAML::Value;
+      if (!child.leaf) {
+        emit(child);
+        continue;
+      }
+      const std::string& v = values_.at(child.leaf->key);
+      if (child.leaf->type == OptionType::List) {
+        out << YAML::BeginSeq;
+        for (const auto& item : split_list(v)) out << item;
+        out << YAML::EndSeq;
+      } else {
+        out << v;
+      }
+    }
+    out << YAML::EndMap;
+  };
+  emit(root);
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace seqmix

@@ -1,0 +1,238 @@
+#include "seqmix/train/mad.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "seqmix/io/atomic_file.h"
+#include "seqmix/io/config.h"
+#include "seqmix/io/error.h"
+#include "seqmix/tasks/task.h"
+#include "seqmix/train/checkpoint.h"
+#include "seqmix/train/run.h"
+
+namespace seqmix {
+namespace fs = std::filesystem;
+namespace {
+
+// The baseline spec of a task followed by one-at-a-time variations of single fields.
+std::vector<std::string> ladder(const std::string& task, const std::string& baseline,
+                                const std::vector<std::pair<std::string, std::vector<std::string>>>& variations) {
+  std::vector<std::string> out{task + ":" + baseline};
+  for (const auto& [key, values] : variations)
+    for (const auto& v : values) out.push_back(task + ":" + baseline + "," + key + "=" + v);
+  return out;
+}
+
+const std::vector<std::string> kTrainSizes = {"6400", "3200", "1600", "800"};
+
+MadPreset paper_preset() {
+  MadPreset p;
+  p.name = "paper";
+  p.sweep = {{1e-4, 0.0}, {1e-4, 0.1}, {5e-4, 0.0}, {5e-4, 0.1}, {1e-3, 0.0}, {1e-3, 0.1}};
+  p.batch_size = 128;
+  p.tasks = {
+      {"mad.in_context_recall",
+       ladder("mad.in_context_recall", "vocab_size=16,seq_len=128,num_train=12800",
+              {{"vocab_size", {"32", "64", "128"}}, {"seq_len", {"256", "512", "1024"}}, {"num_train", kTrainSizes}}),
+       200},
+      {"mad.fuzzy_recall",
+       ladder("mad.fuzzy_recall", "vocab_size=16,seq_len=128,num_train=12800",
+              {{"vocab_size", {"32", "64", "128"}}, {"seq_len", {"256", "512", "1024"}}, {"num_train", kTrainSizes}}),
+       200},
+      {"mad.noisy_recall",
+       ladder("mad.noisy_recall", "vocab_size=32,seq_len=128,num_train=12800,frac_noise=0.2",
+              {{"vocab_size", {"48", "80", "144"}},
+               {"seq_len", {"256", "512", "1024"}},
+               {"num_train", kTrainSizes},
+               {"frac_noise", {"0.4", "0.6", "0.8"}}}),
+       200},
+      {"mad.selective_copy",
+       ladder("mad.selective_copy", "vocab_size=16,seq_len=256,num_tokens_to_copy=16,num_train=12800",
+              {{"vocab_size", {"32", "64", "128"}},
+               {"seq_len", {"512", "1024"}},
+               {"num_train", kTrainSizes},
+               {"num_tokens_to_copy", {"32", "64", "96"}}}),
+       200},
+      {"mad.compression",
+       ladder("mad.compression", "vocab_size=16,seq_len=32,num_train=12800",
+              {{"vocab_size", {"32", "64", "128"}}, {"seq_len", {"64", "128", "256"}}, {"num_train", kTrainSizes}}),
+       200},
+      {"mad.memorization",
+       ladder("mad.memorization", "vocab_size=256,seq_len=32,num_train=256",
+              {{"vocab_size", {"512", "1024", "2048", "4096", "8192"}}}),
+       200},
+  };
+  return p;
+}
+
+MadPreset cpu_preset() {
+  MadPreset p;
+  p.name = "cpu";
+  p.sweep = {{3e-3, 0.1}};
+  p.batch_size = 64;
+  p.tasks = {
+      {"mad.in_context_recall", {"mad.in_context_recall:seq_len=64,num_train=6400"}, 15},
+      {"mad.fuzzy_recall", {"mad.fuzzy_recall:seq_len=64,num_train=6400"}, 15},
+      {"mad.noisy_recall", {"mad.noisy_recall:seq_len=64,num_train=6400"}, 15},
+      {"mad.selective_copy", {"mad.selective_copy:seq_len=64,num_tokens_to_copy=8,num_train=6400"}, 15},
+      {"mad.compression", {"mad.compression:num_train=6400"}, 15},
+      {"mad.memorization", {"mad.memorization"}, 200},
+  };
+  return p;
+}
+
+std::string slug(const std::string& spec) {
+  std::string s;
+  for (char c : spec) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (s.size() > 48) s.resize(48);
+  char hash[20];
+  std::snprintf(hash, sizeof hash, "-%08llx", static_cast<unsigned long long>(fnv1a64(spec) & 0xffffffffULL));
+  return s + hash;
+}
+
+std::string format_real(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Trains (or reuses) one run and returns the accuracy of its lowest-test-loss evaluation.
+double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& plan, const std::string& setting,
+               const MadSweepPoint& point, const std::string& mixer, const fs::path& dir) {
+  const fs::path summary_path = dir / "summary.json";
+  if (!fs::exists(summary_path)) {
+    Config config(run_config_schema());
+    const bool resume = fs::exists(dir / "config.yaml") && !list_checkpoints(dir.string()).empty();
+    if (resume) {
+      config.merge_yaml_file((dir / "config.yaml").string());
+    } else {
+      const int64_t num_train = component_options(task_infos(), "task", setting).integer("num_train");
+      const int64_t per_epoch = (num_train + preset.batch_size - 1) / preset.batch_size;
+      config.set("task", setting, "mad");
+      config.set("mixer", mixer, "mad");
+      config.set("seed", std::to_string(o.seed), "mad");
+      config.set("train.steps", std::to_string(plan.epochs * per_epoch), "mad");
+      config.set("train.batch_size", std::to_string(preset.batch_size), "mad");
+      config.set("train.lr", format_real(point.lr), "mad");
+      config.set("train.min_lr", format_real(preset.min_lr), "mad");
+      config.set("train.warmup", "0", "mad");
+      config.set("train.weight_decay", format_real(point.weight_decay), "mad");
+      config.set("train.decay_vectors", "1", "mad");
+      config.set("train.grad_clip", "0", "mad");
+      config.set("train.eval_every", std::to_string(per_epoch), "mad");
+      config.set("train.log_every", std::to_string(per_epoch), "mad");
+      config.set("train.target", format_real(std::nextafter(preset.stop_accuracy, 1.0)), "mad");
+      config.set("train.select_by", "loss", "mad");
+      config.set("train.schedule_stage", std::to_string(per_epoch), "mad");
+      config.set("train.keep_checkpoints", "1", "mad");
+    }
+    config.set("threads", std::to_string(o.threads), "mad");
+    Run run = build_run(config, dir.string());
+    run.train.resume = resume;
+    run.train.quiet = o.quiet;
+    if (!resume) {
+      fs::create_directories(dir);
+      write_file_atomically((dir / "config.yaml").string(), config.to_yaml());
+    }
+    train(*run.model, *run.task, run.train);
+  }
+  const auto j = nlohmann::json::parse(read_file(summary_path.string()), nullptr, false);
+  if (j.is_discarded() || !j.contains("best") || !j["best"].contains("accuracy"))
+    throw Error("mad: " + summary_path.string() + " holds no best accuracy");
+  return j["best"]["accuracy"].get<double>();
+}
+
+}  // namespace
+
+const std::vector<std::string>& mad_task_names() {
+  static const std::vector<std::string> names = {"mad.in_context_recall", "mad.fuzzy_recall", "mad.noisy_recall",
+                                                 "mad.selective_copy",    "mad.compression",  "mad.memorization"};
+  return names;
+}
+
+MadPreset mad_preset(const std::string& name) {
+  if (name == "paper") return paper_preset();
+  if (name == "cpu") return cpu_preset();
+  throw Error("unknown MAD preset '" + name + "'; valid presets: cpu, paper");
+}
+
+std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vector<std::string>& tasks) {
+  std::ostringstream os;
+  os << "| mixer |";
+  for (const auto& t : tasks) os << " " << t.substr(t.find('.') + 1) << " |";
+  os << " average |\n|---|";
+  for (size_t i = 0; i < tasks.size(); ++i) os << "---|";
+  os << "---|\n";
+  char buf[32];
+  for (const auto& r : rows) {
+    os << "| `" << r.mixer << "` |";
+    for (const auto& t : tasks) {
+      std::snprintf(buf, sizeof buf, " %.3f |", r.scores.count(t) ? r.scores.at(t) : NAN);
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf, " %.3f |\n", r.average);
+    os << buf;
+  }
+  return os.str();
+}
+
+std::vector<MadRow> run_mad(const MadOptions& o) {
+  if (o.mixers.empty()) throw Error("mad: name at least one --mixer");
+  if (o.out_dir.empty()) throw Error("mad: --out is required");
+  const MadPreset preset = mad_preset(o.preset);
+  std::vector<std::string> tasks = o.tasks.empty() ? mad_task_names() : o.tasks;
+  for (const auto& t : tasks) {
+    bool known = false;
+    for (const auto& plan : preset.tasks) known = known || plan.task == t;
+    if (!known) throw Error("mad: unknown MAD task '" + t + "'; valid tasks: mad.in_context_recall, mad.fuzzy_recall, "
+                            "mad.noisy_recall, mad.selective_copy, mad.compression, mad.memorization");
+  }
+  std::vector<MadRow> rows;
+  for (const auto& mixer : o.mixers) {
+    MadRow row;
+    row.mixer = mixer;
+    for (const auto& plan : preset.tasks) {
+      if (std::find(tasks.begin(), tasks.end(), plan.task) == tasks.end()) continue;
+      double total = 0;
+      for (size_t s = 0; s < plan.settings.size(); ++s) {
+        double best = 0;
+        for (const auto& point : preset.sweep) {
+          const fs::path dir = fs::path(o.out_dir) / slug(mixer) / plan.task /
+                               ("setting" + std::to_string(s) + "-lr" + format_real(point.lr) + "-wd" +
+                                format_real(point.weight_decay));
+          if (!o.quiet) std::printf("mad: %s on %s (lr %g, wd %g)\n", mixer.c_str(), plan.settings[s].c_str(), point.lr,
+                                    point.weight_decay);
+          best = std::max(best, mad_run(o, preset, plan, plan.settings[s], point, mixer, dir));
+        }
+        total += best;
+      }
+      row.scores[plan.task] = total / static_cast<double>(plan.settings.size());
+    }
+    double sum = 0;
+    for (const auto& [t, v] : row.scores) sum += v;
+    row.average = row.scores.empty() ? 0 : sum / static_cast<double>(row.scores.size());
+    rows.push_back(row);
+  }
+
+  nlohmann::ordered_json j;
+  j["preset"] = preset.name;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    nlohmann::ordered_json scores = nlohmann::ordered_json::object();
+    for (const auto& t : tasks)
+      if (r.scores.count(t)) scores[t] = r.scores.at(t);
+    j["rows"].push_back({{"mixer", r.mixer}, {"scores", scores}, {"average", r.average}});
+  }
+  fs::create_directories(o.out_dir);
+  write_file_atomically((fs::path(o.out_dir) / "mad.json").string(), j.dump(2) + "\n");
+  const std::string table = mad_table_markdown(rows, tasks);
+  write_file_atomically((fs::path(o.out_dir) / "mad.md").string(),
+                        "# MAD (" + preset.name + " preset)\n\nTest accuracy of the lowest-test-loss evaluation, best "
+                        "of the lr/wd sweep per setting, mean over each task's settings.\n\n" + table);
+  return rows;
+}
+
+}  // namespace seqmix

@@ -1,0 +1,94 @@
+#include "seqmix/train/plot.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "seqmix/io/atomic_file.h"
+#include "seqmix/io/error.h"
+
+namespace seqmix {
+namespace fs = std::filesystem;
+namespace {
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string primary_metric(const fs::path& run) {
+  const fs::path summary = run / "summary.json";
+  if (fs::exists(summary)) {
+    const auto j = nlohmann::json::parse(read_file(summary.string()), nullptr, false);
+    if (!j.is_discarded() && j.contains("metric") && j["metric"].is_string()) return j["metric"].get<std::string>();
+  }
+  return "accuracy";
+}
+
+}  // namespace
+
+void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_path, const std::string& metric) {
+  if (run_dirs.empty()) throw Error("plot: name at least one run directory");
+  char tmpl[] = "/tmp/seqmix-plot-XXXXXX";
+  if (!mkdtemp(tmpl)) throw Error("plot: cannot create a temporary directory");
+  const fs::path tmp(tmpl);
+  std::string loss_plots, metric_plots, metric_label;
+  for (size_t r = 0; r < run_dirs.size(); ++r) {
+    const fs::path run(run_dirs[r]);
+    const fs::path log = run / "metrics.jsonl";
+    if (!fs::exists(log)) throw Error("plot: " + log.string() + " does not exist");
+    const std::string name = run.filename().empty() ? run.parent_path().filename().string() : run.filename().string();
+    const std::string m = metric.empty() ? primary_metric(run) : metric;
+    metric_label += (r ? ", " : "") + m;
+    std::ofstream train(tmp / ("train" + std::to_string(r) + ".dat")), test(tmp / ("test" + std::to_string(r) + ".dat"));
+    std::istringstream in(read_file(log.string()));
+    std::string line;
+    int64_t points = 0;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("step") || !j.contains("split") || !j.contains("loss")) continue;
+      const auto step = j["step"].get<int64_t>();
+      if (j["split"] == "train") {
+        train << step << " " << j["loss"].get<double>() << "\n";
+      } else if (j["split"] == "test") {
+        test << step << " " << j["loss"].get<double>() << " " << (j.contains(m) ? j[m].get<double>() : NAN) << "\n";
+      }
+      ++points;
+    }
+    if (points == 0) throw Error("plot: " + log.string() + " holds no metrics");
+    const std::string id = std::to_string(r);
+    loss_plots += (r ? ", " : "") + quoted((tmp / ("train" + id + ".dat")).string()) + " using 1:2 with lines lc " +
+                  std::to_string(r + 1) + " title " + quoted(name + " train") + ", " +
+                  quoted((tmp / ("test" + id + ".dat")).string()) + " using 1:2 with linespoints dt 2 lc " +
+                  std::to_string(r + 1) + " title " + quoted(name + " test");
+    metric_plots += (r ? ", " : "") + quoted((tmp / ("test" + id + ".dat")).string()) +
+                    " using 1:3 with linespoints lc " + std::to_string(r + 1) + " title " + quoted(name);
+  }
+  const std::string script =
+      "set terminal pngcairo size 1400,500 font ',10' noenhanced\n"
+      "set output " + quoted(png_path) + "\n"
+      "set multiplot layout 1,2\n"
+      "set grid\nset key outside bottom center horizontal\nset xlabel 'step'\n"
+      "set title 'loss'\nset logscale y\nplot " + loss_plots + "\n"
+      "unset logscale y\nset title " + quoted("test " + metric_label) + "\nplot " + metric_plots + "\n"
+      "unset multiplot\n";
+  const fs::path script_path = tmp / "plot.gp";
+  std::ofstream(script_path) << script;
+  const std::string command = "gnuplot " + quoted(script_path.string()) + " 2>" + quoted((tmp / "gnuplot.err").string());
+  const int status = std::system(command.c_str());
+  std::string err;
+  if (fs::exists(tmp / "gnuplot.err")) err = read_file((tmp / "gnuplot.err").string());
+  fs::remove_all(tmp);
+  if (status != 0) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+      throw Error("plot: gnuplot is not installed (apt-get install gnuplot-nox)");
+    throw Error("plot: gnuplot failed: " + err.substr(0, err.find('\n')));
+  }
+}
+
+}  // namespace seqmix

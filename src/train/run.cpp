@@ -1,0 +1,86 @@
+#include "seqmix/train/run.h"
+
+#include <torch/torch.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/io/runtime.h"
+#include "seqmix/models/model_factory.h"
+#include "seqmix/models/registry.h"
+
+namespace seqmix {
+
+std::vector<OptionInfo> run_config_schema() {
+  return {
+      OptionInfo::text("task", "mad.in_context_recall:seq_len=64,num_train=6400", "task spec (seqmix list)"),
+      OptionInfo::list("mixer", {"softmax"}, "sequence-mixer specs, one per layer, cycled over the layers"),
+      OptionInfo::text("model", "", "model spec; empty: the task's default model"),
+      OptionInfo::integer("seed", 0, "seed of the model initialisation", 0),
+      OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
+      OptionInfo::integer("train.steps", 1000, "optimizer steps", 1),
+      OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
+      OptionInfo::real("train.lr", 3e-3, "peak learning rate", 0.0),
+      OptionInfo::real("train.min_lr", 0.0, "learning rate at the end of the cosine decay", 0.0),
+      OptionInfo::integer("train.warmup", 0, "linear warmup steps", 0),
+      OptionInfo::real("train.weight_decay", 0.1, "AdamW weight decay", 0.0),
+      OptionInfo::flag("train.decay_vectors", false, "also decay norm weights and biases (MAD's single group)"),
+      OptionInfo::real("train.beta1", 0.9, "AdamW beta1", 0.0, 0.999999),
+      OptionInfo::real("train.beta2", 0.999, "AdamW beta2", 0.0, 0.999999),
+      OptionInfo::real("train.eps", 1e-8, "AdamW epsilon", 0.0),
+      OptionInfo::real("train.grad_clip", 0.0, "max global gradient norm (0 = no clipping)", 0.0),
+      OptionInfo::integer("train.eval_every", 100, "evaluate every N steps (0 = at the end only)", 0),
+      OptionInfo::integer("train.log_every", 10, "log every N steps", 1),
+      OptionInfo::real("train.target", 0.99, "stop once the task's metric reaches this (0 = never)"),
+      OptionInfo::choice("train.select_by", "metric", {"metric", "loss"},
+                         "which evaluation is 'best': the task's metric, or the lowest test loss (MAD)"),
+      OptionInfo::integer("train.schedule_stage", 1, "hold the learning rate within stages of N steps (MAD: an epoch)", 1),
+      OptionInfo::integer("train.checkpoint_every", 0, "checkpoint every N steps (0 = at every evaluation)", 0),
+      OptionInfo::integer("train.keep_checkpoints", 3, "checkpoints kept (the newest)", 1),
+  };
+}
+
+Run build_run(Config& config, const std::string& out_dir) {
+  set_threads(static_cast<int>(config.integer("threads")));
+  Run run;
+  run.task = build_task(config.text("task"));
+  config.set("task", run.task->resolved_spec(), "config");
+  for (const auto& m : config.list("mixer")) run.mixers.push_back(resolve_mixer_spec(m));
+  config.set("mixer", join_list(run.mixers), "config");
+  run.model_spec = config.text("model").empty() ? run.task->default_model() : config.text("model");
+  config.set("model", component_options(model_infos(), "model", run.model_spec).resolved(), "config");
+  run.model_spec = config.text("model");
+
+  torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
+  ModelContext c;
+  c.vocab_size = run.task->vocab_size();
+  c.input_features = run.task->input_features();
+  c.output_features = run.task->output_features();
+  c.seq_len = run.task->seq_len();
+  c.mixers = run.mixers;
+  run.model = build_model(run.model_spec, c);
+
+  TrainConfig& t = run.train;
+  t.steps = config.integer("train.steps");
+  t.batch_size = config.integer("train.batch_size");
+  t.optimizer.lr = config.real("train.lr");
+  t.optimizer.weight_decay = config.real("train.weight_decay");
+  t.optimizer.beta1 = config.real("train.beta1");
+  t.optimizer.beta2 = config.real("train.beta2");
+  t.optimizer.eps = config.real("train.eps");
+  t.optimizer.decay_vectors = config.flag("train.decay_vectors");
+  t.select_by = config.text("train.select_by") == "loss" ? "loss" : "";
+  t.schedule_stage = config.integer("train.schedule_stage");
+  t.min_lr = config.real("train.min_lr");
+  t.warmup_steps = config.integer("train.warmup");
+  t.grad_clip = config.real("train.grad_clip");
+  t.eval_every = config.integer("train.eval_every");
+  t.log_every = config.integer("train.log_every");
+  t.target = config.real("train.target");
+  t.checkpoint_every = config.integer("train.checkpoint_every");
+  t.keep_checkpoints = config.integer("train.keep_checkpoints");
+  t.out_dir = out_dir;
+  t.description["model"] = run.model_spec;
+  t.description["mixer"] = join_list(run.mixers);
+  return run;
+}
+
+}  // namespace seqmix

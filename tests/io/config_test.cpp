@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "seqmix/io/config.h"
+#include "seqmix/io/error.h"
+#include "seqmix/train/run.h"
+
+namespace seqmix {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, YamlOverridesAndPrecedence) {
+  Config c(run_config_schema());
+  c.merge_yaml_text("task: mad.compression\nmixer: [gla, 'softmax:heads=2']\ntrain:\n  lr: 0.01\n  steps: 7\n", "test");
+  EXPECT_EQ(c.text("task"), "mad.compression");
+  EXPECT_EQ(c.list("mixer"), (std::vector<std::string>{"gla", "softmax:heads=2"}));
+  EXPECT_DOUBLE_EQ(c.real("train.lr"), 0.01);
+  c.apply_override("train.lr=0.002");
+  EXPECT_DOUBLE_EQ(c.real("train.lr"), 0.002);
+  EXPECT_EQ(c.integer("train.steps"), 7);
+  EXPECT_EQ(c.integer("train.batch_size"), 64);  // default
+}
+
+TEST(Config, ResolvedYamlRoundTrips) {
+  Config a(run_config_schema());
+  a.apply_override("mixer=linear;ssm:state=4");
+  a.apply_override("train.target=0.5");
+  Config b(run_config_schema());
+  b.merge_yaml_text(a.to_yaml(), "round trip");
+  for (const auto& o : run_config_schema()) EXPECT_EQ(a.text(o.key), b.text(o.key)) << o.key;
+}
+
+TEST(Config, UnknownKeysWrongTypesAndMalformedYamlAreErrors) {
+  Config c(run_config_schema());
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("train:\n  lrr: 1\n", "cfg"); }).find("cfg: unknown key 'train.lrr'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("train:\n  steps: many\n", "cfg"); }).find("'train.steps' expects an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("task: [1, 2]\n", "cfg"); }).find("takes a single value"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("train: 3\n", "cfg"); }).find("unknown key 'train'"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("task: [a\n", "cfg"); }).find("not valid YAML"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_text("- 1\n- 2\n", "cfg"); }).find("mapping"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("train.lr"); }).find("key=value"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("train.batch_size=0"); }).find(">= 1"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.merge_yaml_file("/nonexistent/config.yaml"); }).find("cannot read"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace seqmix

@@ -1,0 +1,208 @@
+// Schedule, checkpoints and resume: a run interrupted and resumed ends bit for bit where an
+// uninterrupted run ends; corrupt checkpoints are clear errors that change nothing on disk.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "seqmix/io/atomic_file.h"
+#include "seqmix/io/error.h"
+#include "seqmix/models/language_model.h"
+#include "seqmix/tasks/mad/recall.h"
+#include "seqmix/train/checkpoint.h"
+#include "seqmix/train/schedule.h"
+#include "seqmix/train/trainer.h"
+
+namespace seqmix {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("seqmix-train-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir.parent_path());
+  return dir;
+}
+
+std::shared_ptr<LanguageModelImpl> tiny_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  LanguageModelOptions o;
+  o.vocab_size = 16;
+  o.dim = 16;
+  o.layers = 2;
+  o.mixers = {"softmax:heads=2", "gla:heads=2"};
+  return std::make_shared<LanguageModelImpl>(o);
+}
+
+RecallTask tiny_task() { return RecallTask("mad.in_context_recall", RecallOptions{16, 16, 64, 16}, "tiny"); }
+
+TrainConfig tiny_config(const fs::path& dir, int64_t steps) {
+  TrainConfig c;
+  c.steps = steps;
+  c.batch_size = 8;
+  c.optimizer.lr = 1e-2;
+  c.warmup_steps = 2;
+  c.eval_every = 4;
+  c.checkpoint_every = 5;
+  c.log_every = 3;
+  c.keep_checkpoints = 2;
+  c.out_dir = dir.string();
+  c.quiet = true;
+  return c;
+}
+
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().string()] = read_file(e.path().string());
+  return files;
+}
+
+TEST(Schedule, WarmupCosineAndStages) {
+  Schedule s{1.0, 0.1, 4, 14};
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.lr_at(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.lr_at(4), 1.0);
+  EXPECT_NEAR(s.lr_at(9), 0.1 + 0.45 * (1 + std::cos(M_PI * 0.5)), 1e-12);
+  EXPECT_NEAR(s.lr_at(14), 0.1, 1e-12);
+  Schedule staged{1.0, 0.0, 0, 10, 5};
+  EXPECT_DOUBLE_EQ(staged.lr_at(3), staged.lr_at(0));
+  EXPECT_DOUBLE_EQ(staged.lr_at(7), staged.lr_at(5));
+  EXPECT_NEAR(staged.lr_at(5), 0.5, 1e-12);
+}
+
+TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
+  at::set_num_threads(1);
+  auto task = tiny_task();
+  const auto dir_a = fresh_dir("uninterrupted"), dir_b = fresh_dir("interrupted");
+  auto a = tiny_model(3);
+  train(*a, task, tiny_config(dir_a, 13));
+
+  auto b = tiny_model(3);
+  TrainConfig interrupted = tiny_config(dir_b, 13);
+  interrupted.after_step = [](int64_t step) {
+    if (step == 8) throw std::runtime_error("simulated crash");
+  };
+  EXPECT_THROW(train(*b, task, interrupted), std::runtime_error);
+  EXPECT_EQ(list_checkpoints(dir_b.string()), (std::vector<int64_t>{5}));
+
+  auto c = tiny_model(99);  // different initial weights: everything must come from the checkpoint
+  TrainConfig resumed = tiny_config(dir_b, 13);
+  resumed.resume = true;
+  const TrainSummary s = train(*c, task, resumed);
+  EXPECT_EQ(s.steps_done, 13);
+  auto pa = a->named_parameters(), pc = c->named_parameters();
+  for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pc[p.key()])) << p.key();
+  // Logs are identical too: the interrupted run's lines after its checkpoint were replaced.
+  EXPECT_EQ(read_file((dir_a / "metrics.jsonl").string()).size() > 0, true);
+  auto steps_of = [](const fs::path& log) {
+    std::vector<std::pair<int64_t, std::string>> v;
+    std::istringstream in(read_file(log.string()));
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      v.emplace_back(j["step"].get<int64_t>(), j["split"].get<std::string>());
+    }
+    return v;
+  };
+  EXPECT_EQ(steps_of(dir_a / "metrics.jsonl"), steps_of(dir_b / "metrics.jsonl"));
+  // keep_checkpoints = 2: steps 10 and 13 remain.
+  EXPECT_EQ(list_checkpoints(dir_b.string()), (std::vector<int64_t>{10, 13}));
+}
+
+TEST(Checkpoint, RoundTripRestoresModelAndOptimizerExactly) {
+  auto task = tiny_task();
+  const auto dir = fresh_dir("roundtrip");
+  auto m = tiny_model(4);
+  train(*m, task, tiny_config(dir, 5));
+  auto fresh = tiny_model(5);
+  auto opt = make_adamw(*fresh, OptimizerConfig{});
+  TrainerState state;
+  ASSERT_TRUE(load_checkpoint(dir.string(), *fresh, opt.get(), state));
+  EXPECT_EQ(state.step, 5);
+  EXPECT_FALSE(state.final_metrics.empty());
+  auto pm = m->named_parameters();
+  for (const auto& p : fresh->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), pm[p.key()])) << p.key();
+  int with_state = 0;
+  for (const auto& p : fresh->parameters()) {
+    auto it = opt->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    if (it == opt->state().end()) continue;
+    ++with_state;
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*it->second).step(), 5);
+  }
+  EXPECT_EQ(with_state, static_cast<int>(fresh->parameters().size()));
+}
+
+TEST(Checkpoint, CorruptOrTruncatedCheckpointsAreClearErrorsAndChangeNothing) {
+  auto task = tiny_task();
+  const auto dir = fresh_dir("corrupt");
+  auto m = tiny_model(6);
+  train(*m, task, tiny_config(dir, 5));
+  const fs::path tensors = dir / "checkpoints" / "step-00000005.safetensors";
+  const fs::path record = dir / "checkpoints" / "step-00000005.json";
+  const std::string good_tensors = read_file(tensors.string()), good_record = read_file(record.string());
+
+  auto expect_error = [&](const std::string& needle) {
+    const auto before = snapshot(dir);
+    auto fresh = tiny_model(7);
+    TrainerState state;
+    try {
+      load_checkpoint(dir.string(), *fresh, nullptr, state);
+      ADD_FAILURE() << "expected an error mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(snapshot(dir), before);
+    TrainConfig resume = tiny_config(dir, 8);
+    resume.resume = true;
+    EXPECT_THROW(train(*fresh, task, resume), Error);
+    EXPECT_EQ(snapshot(dir), before) << "a failed resume must leave the run directory as it was";
+  };
+  std::ofstream(tensors, std::ios::binary | std::ios::trunc) << good_tensors.substr(0, good_tensors.size() / 2);
+  expect_error("truncated or corrupt");
+  std::string flipped = good_tensors;
+  flipped[flipped.size() - 1] ^= 0x40;
+  std::ofstream(tensors, std::ios::binary | std::ios::trunc) << flipped;
+  expect_error("checksum");
+  std::ofstream(tensors, std::ios::binary | std::ios::trunc) << good_tensors;
+  std::ofstream(record, std::ios::trunc) << good_record.substr(0, 40);
+  expect_error("not valid JSON");
+  std::ofstream(record, std::ios::trunc) << good_record;
+  fs::remove(tensors);
+  expect_error("missing");
+  // A checkpoint of another architecture does not fit.
+  std::ofstream(tensors, std::ios::binary | std::ios::trunc) << good_tensors;
+  LanguageModelOptions other;
+  other.vocab_size = 16;
+  other.dim = 8;
+  other.mixers = {"softmax:heads=2"};
+  LanguageModelImpl wrong(other);
+  TrainerState state;
+  try {
+    load_checkpoint(dir.string(), wrong, nullptr, state);
+    ADD_FAILURE() << "expected a mismatch error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit the model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, EarlyStopAndSummary) {
+  auto task = tiny_task();
+  const auto dir = fresh_dir("early");
+  auto m = tiny_model(8);
+  TrainConfig c = tiny_config(dir, 40);
+  c.target = 1e-9;  // reached at the first evaluation
+  const TrainSummary s = train(*m, task, c);
+  EXPECT_TRUE(s.stopped_early);
+  EXPECT_EQ(s.steps_done, 4);
+  const auto j = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+  EXPECT_TRUE(j["final"].contains("accuracy"));
+  EXPECT_TRUE(j["best"].contains("accuracy"));
+  EXPECT_EQ(j["parameters"].get<int64_t>(), m->parameter_count());
+  EXPECT_EQ(j["metric"], "accuracy");
+}
+
+}  // namespace
+}  // namespace seqmix
