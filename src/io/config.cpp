@@ -25,6 +25,14 @@ void Config::set(const std::string& key, const std::string& value, const std::st
   const OptionInfo& o = info(key, source);
   check_option_value(o, value, source + ": key '" + key + "'");
   values_[key] = value;
+  explicit_.insert(key);
+}
+
+void Config::set_default(const std::string& key, const std::string& value, const std::string& source) {
+  if (was_set(key)) return;
+  const OptionInfo& o = info(key, source);
+  check_option_value(o, value, source + ": key '" + key + "'");
+  values_[key] = value;
 }
 
 void Config::apply_override(const std::string& assignment) {

@@ -27,6 +27,10 @@ torch::Tensor MixerImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   return torch::stack(ys, 1);
 }
 
+torch::Tensor MixerImpl::forward_masked(const torch::Tensor& x, const torch::Tensor& padding_mask) {
+  throw Error("mixer " + kind_ + " does not take a padding mask");
+}
+
 void MixerImpl::check_input(const torch::Tensor& x) const {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == dim_, "mixer ", kind_, ": input must have shape [B,T,", dim_,
               "] (got ", x.sizes(), ")");

@@ -38,7 +38,7 @@ SequenceModel build_model(const std::string& spec, const ModelContext& c) {
     if (c.mixers.size() != 1) throw Error("model probe: takes exactly one mixer");
     if (c.output_features != c.input_features)
       throw Error("model probe: the task's output width must equal its input width");
-    return std::make_shared<ProbeModelImpl>(build_mixer(c.mixers[0], MixerContext{c.input_features, c.seq_len}));
+    return std::make_shared<ProbeModelImpl>(build_mixer(c.mixers[0], MixerContext{c.input_features, c.seq_len, true}));
   }
   LanguageModelOptions lm;
   lm.vocab_size = c.vocab_size;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "seqmix/io/error.h"
+#include "seqmix/layers/fem.h"
 #include "seqmix/layers/gated_linear_attention.h"
 #include "seqmix/layers/linear_attention.h"
 #include "seqmix/layers/relu_attention.h"
@@ -32,6 +33,7 @@ std::vector<OptionInfo> kv_attention_options(bool rope_default) {
 
 void read_kv_attention(const MixerContext& c, const Options& o, KVAttentionOptions& a) {
   a.dim = c.dim;
+  a.raw_values = c.raw_values;
   a.heads = o.integer("heads");
   a.rope = o.flag("rope");
   a.rope_theta = o.real("rope_theta");
@@ -125,6 +127,47 @@ const std::vector<MixerEntry>& mixer_entries() {
          a.dt_max = o.real("dt_max");
          return std::make_shared<SelectiveSSMImpl>(a);
        }},
+      {{"fem", "Free Energy Mixer: a per-channel free-energy (log-sum-exp) read on a selection prior",
+        {OptionInfo::choice("prior", "softmax", {"softmax", "linear", "gla", "aft", "lrnn_decay", "ssm"},
+                            "selection prior p_t"),
+         OptionInfo::text("flags", "CLTG",
+                          "modules: C conditioner, L log-sum-exp read, T temperature learning, G outer gate"),
+         OptionInfo::integer("heads", 4, "number of heads", 1),
+         OptionInfo::choice("budget", "i", {"i", "ii"}, "parameter budget: i d=D/2 r=4, ii d=2D/3 r=2 (4D^2 both)"),
+         OptionInfo::integer("value_dim", 0, "value width d over all heads (0 = from the budget)", 0),
+         OptionInfo::integer("qk_dim", 0, "query/key width over all heads (0 = from the budget)", 0),
+         OptionInfo::choice("rope", "auto", {"auto", "0", "1"}, "RoPE on q and k (auto: on for softmax, linear, gla)"),
+         OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
+         OptionInfo::real("beta_offset", 1.8, "beta = softplus(param + offset), param initialised to 0"),
+         OptionInfo::real("cap", 40.0, "value cap |beta v| <= cap (0 = off: exact running maxima instead)", 0.0, 43.0),
+         OptionInfo::integer("tdc_hidden", 0, "conditioner width H_c (0 = d/16)", 0),
+         OptionInfo::integer("ssm_state", 16, "state size of the ssm prior", 1),
+         OptionInfo::real("gate_normalizer", 16.0, "gla/lrnn_decay log decay divisor", 1e-6),
+         OptionInfo::real("eps", 1e-6, "feature offset (ReLU+eps) and gate RMS floor", 0.0),
+         OptionInfo::flag("bias", true, "biases in the projections"),
+         OptionInfo::flag("causal", true, "causal, or bidirectional (softmax and linear priors)")}},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         FemOptions f;
+         f.dim = c.dim;
+         f.prior = o.text("prior");
+         parse_fem_flags(o.text("flags"), f);
+         f.heads = o.integer("heads");
+         f.budget = o.text("budget");
+         f.value_dim = o.integer("value_dim");
+         f.qk_dim = o.integer("qk_dim");
+         f.rope = o.text("rope") == "auto" ? -1 : std::stoi(o.text("rope"));
+         f.rope_theta = o.real("rope_theta");
+         f.beta_offset = o.real("beta_offset");
+         f.cap = o.real("cap");
+         f.tdc_hidden = o.integer("tdc_hidden");
+         f.ssm_state = o.integer("ssm_state");
+         f.gate_normalizer = o.real("gate_normalizer");
+         f.eps = o.real("eps");
+         f.bias = o.flag("bias");
+         f.causal = o.flag("causal");
+         f.raw_values = c.raw_values;
+         return std::make_shared<FemImpl>(f);
+       }},
   };
   return entries;
 }
@@ -146,6 +189,8 @@ const std::vector<ComponentInfo>& mixer_infos() {
 Mixer build_mixer(const std::string& spec, const MixerContext& context) {
   const Options options = component_options(mixer_infos(), "mixer", spec);
   const std::string name = Spec::parse(spec).name;
+  if (context.raw_values && name != "softmax" && name != "relu" && name != "fem")
+    throw Error("mixer " + name + " cannot read raw values (the probe model needs softmax, relu or fem)");
   for (const auto& e : mixer_entries())
     if (e.info.name == name) return e.build(context, options);
   throw std::logic_error("registry: mixer entry vanished");

@@ -4,7 +4,7 @@
 
 namespace seqmix {
 
-void init_linear(torch::nn::Linear& linear, double std) {
+void init_linear(const torch::nn::Linear& linear, double std) {
   torch::NoGradGuard no_grad;
   linear->weight.normal_(0.0, std);
   if (linear->bias.defined()) linear->bias.zero_();

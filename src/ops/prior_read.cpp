@@ -5,7 +5,8 @@
 namespace seqmix::ops {
 
 at::Tensor normalised_read(const PriorRead& read, double eps) {
-  return read.numerator / read.normaliser.clamp_min(eps).unsqueeze(-1);
+  const auto den = read.normaliser.clamp_min(eps);
+  return read.numerator / (den.dim() == read.numerator.dim() ? den : den.unsqueeze(-1));
 }
 
 }  // namespace seqmix::ops

@@ -43,6 +43,7 @@ Run build_run(Config& config, const std::string& out_dir) {
   Run run;
   run.task = build_task(config.text("task"));
   config.set("task", run.task->resolved_spec(), "config");
+  for (const auto& [key, value] : run.task->training_defaults()) config.set_default(key, value, "task " + run.task->name());
   for (const auto& m : config.list("mixer")) run.mixers.push_back(resolve_mixer_spec(m));
   config.set("mixer", join_list(run.mixers), "config");
   run.model_spec = config.text("model").empty() ? run.task->default_model() : config.text("model");

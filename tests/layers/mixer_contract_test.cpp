@@ -19,11 +19,17 @@ std::vector<MixerCase> causal_cases() {
   return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"relu", 16},
           {"relu:rope=0,heads=1", 12}, {"linear", 16},            {"linear:feature=elu,rope=1", 16},
           {"gla", 16},            {"gla:normalize=0,feature=identity", 16}, {"gla:rope=1,feature=elu", 16},
-          {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10}};
+          {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10},
+          {"fem", 16},            {"fem:prior=linear", 16},   {"fem:prior=gla", 16},
+          {"fem:prior=aft", 16},  {"fem:prior=lrnn_decay", 16}, {"fem:prior=ssm,ssm_state=3", 16},
+          {"fem:cap=0", 16},      {"fem:prior=gla,cap=0", 16}, {"fem:prior=aft,flags=CL,cap=0", 16},
+          {"fem:prior=ssm,flags=LTG,cap=0,ssm_state=2", 16},   {"fem:flags=,prior=linear", 16},
+          {"fem:budget=ii,heads=2", 24}, {"fem:flags=CLT,prior=lrnn_decay", 16}};
 }
 
 std::vector<MixerCase> bidirectional_cases() {
-  return {{"softmax:causal=0", 16}, {"relu:causal=0", 16}, {"linear:causal=0", 16}};
+  return {{"softmax:causal=0", 16}, {"relu:causal=0", 16},  {"linear:causal=0", 16},
+          {"fem:causal=0", 16},     {"fem:prior=linear,causal=0,cap=0", 16}};
 }
 
 Mixer make(const MixerCase& c) {
@@ -32,8 +38,11 @@ Mixer make(const MixerCase& c) {
   m->to(torch::kDouble);
   // Larger weights than the N(0, 0.02) init, so every path carries signal in the comparisons.
   torch::NoGradGuard no_grad;
-  for (auto& p : m->parameters())
-    if (p.dim() >= 2) p.mul_(10.0);
+  for (auto& p : m->parameters()) {
+    if (p.dim() < 2) continue;
+    if (p.abs().max().item<double>() == 0) p.normal_(0, 0.5);  // zero-initialised projections (FEM's conditioner)
+    else p.mul_(10.0);
+  }
   return m;
 }
 

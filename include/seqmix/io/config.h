@@ -4,6 +4,7 @@
 // and "--set key=value" overrides. Unknown keys, wrong types and out-of-range values are errors that
 // name the key and its source.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ class Config {
   // "key=value" (lists as a;b;c).
   void apply_override(const std::string& assignment);
   void set(const std::string& key, const std::string& value, const std::string& source);
+  // Sets key only if no file, flag or override set it (e.g. a task's own training defaults).
+  void set_default(const std::string& key, const std::string& value, const std::string& source);
+  bool was_set(const std::string& key) const { return explicit_.count(key) > 0; }
 
   int64_t integer(const std::string& key) const;
   double real(const std::string& key) const;
@@ -36,6 +40,7 @@ class Config {
   const OptionInfo& info(const std::string& key, const std::string& source) const;
   std::vector<OptionInfo> schema_;
   std::map<std::string, std::string> values_;
+  std::set<std::string> explicit_;
 };
 
 }  // namespace seqmix

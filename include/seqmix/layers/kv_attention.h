@@ -14,6 +14,7 @@ struct KVAttentionOptions {
   double rope_theta = 10000.0;
   bool bias = true;
   bool causal = true;
+  bool raw_values = false;  // values are the inputs and the read is the output (no W_v, no W_o)
 };
 
 class KVAttentionImpl : public MixerImpl {
@@ -26,7 +27,7 @@ class KVAttentionImpl : public MixerImpl {
   torch::Tensor prefill(const torch::Tensor& x, DecodeState& state) override;
 
   const KVAttentionOptions& options() const { return options_; }
-  torch::nn::Linear qkv{nullptr}, out{nullptr};
+  torch::nn::Linear qkv{nullptr}, out{nullptr};  // qkv projects q and k only with raw_values; out is null then
 
  protected:
   // q [B,T,H,d], k and v [B,S,H,d], queries are the last T of S positions.
@@ -38,6 +39,7 @@ class KVAttentionImpl : public MixerImpl {
     torch::Tensor q, k, v;  // [B,T,H,d] each, RoPE applied
   };
   QKV project(const torch::Tensor& x, int64_t offset);
+  torch::Tensor output(const torch::Tensor& read);
   KVAttentionOptions options_;
   int64_t head_dim_;
 };

@@ -5,19 +5,12 @@
 // forward(x) at every position.
 #include <torch/nn/module.h>
 
-#include <map>
 #include <memory>
 #include <string>
 
-namespace seqmix {
+#include "seqmix/modules/decode_state.h"
 
-// A mixer's decode state: named tensors (KV caches, recurrent states, conv windows) and the number of
-// tokens consumed so far.
-struct DecodeState {
-  int64_t position = 0;
-  std::map<std::string, torch::Tensor> tensors;
-  torch::Tensor& operator[](const std::string& key) { return tensors[key]; }
-};
+namespace seqmix {
 
 class MixerImpl : public torch::nn::Module {
  public:
@@ -31,6 +24,9 @@ class MixerImpl : public torch::nn::Module {
   virtual torch::Tensor step(const torch::Tensor& x_t, DecodeState& state);
   // x [B,T,D] continuing from state; equal to T calls of step. The default calls step T times.
   virtual torch::Tensor prefill(const torch::Tensor& x, DecodeState& state);
+  // x [B,T,D] with padding_mask [B,T] (bool, true = real token): padded positions leave the support, so
+  // outputs at real tokens do not depend on them. The default refuses (not every mixer supports it).
+  virtual torch::Tensor forward_masked(const torch::Tensor& x, const torch::Tensor& padding_mask);
 
   bool is_causal() const { return causal_; }
   int64_t dim() const { return dim_; }

@@ -1,6 +1,7 @@
 #pragma once
 // A single sequence mixer applied to the raw inputs [B,T,D] and read at the last position: [B,D].
-// No embedding, norm or channel mixer (the FEM paper's single-layer argmax toy).
+// No embedding, norm or channel mixer, and the mixer's values are the inputs themselves with no output
+// projection (MixerContext::raw_values): a pure value mixer, the FEM paper's single-layer argmax toy.
 #include "seqmix/layers/mixer.h"
 #include "seqmix/models/sequence_model.h"
 

@@ -15,6 +15,9 @@ namespace seqmix {
 struct MixerContext {
   int64_t dim = 128;
   int64_t max_len = 0;  // longest sequence the model will see (0 = unknown)
+  // The probe reads the raw inputs: the value path is the identity and the read is returned without an
+  // output projection (FEM paper App. P). Mixers without such a path refuse.
+  bool raw_values = false;
 };
 
 const std::vector<ComponentInfo>& mixer_infos();

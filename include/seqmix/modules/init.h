@@ -4,6 +4,6 @@
 
 namespace seqmix {
 
-void init_linear(torch::nn::Linear& linear, double std = 0.02);
+void init_linear(const torch::nn::Linear& linear, double std = 0.02);
 
 }  // namespace seqmix

@@ -8,9 +8,11 @@
 
 namespace seqmix::ops {
 
-// softmax_j(scale * q_t . k_j) v_j, materialising the [B,H,T,S] score matrix.
+// softmax_j(scale * q_t . k_j) v_j, materialising the [B,H,T,S] score matrix. key_mask [B,S] (bool,
+// true = a real key) removes padded keys from the support; a query left with no visible key reads its
+// own position (its output is a padding output, so any finite value will do).
 at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   bool causal, double scale);
+                                   bool causal, double scale, const at::Tensor& key_mask = {});
 
 // HyperMLP's "R" read: ReLU(s_t / sqrt(||s_t||^2 + eps)) v, with s_t = (q_t . k_j)_j over the visible keys.
 at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -18,5 +20,8 @@ at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const 
 
 // [T,S] bool mask, true where query t may see key j (j <= t + S - T).
 at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& device);
+// The visible keys of each query: causal and key-padding masks combined, [B or 1, 1, T, S] bool, with
+// a query's own position re-admitted where nothing else is visible. Undefined when nothing is masked.
+at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Tensor& key_mask, const at::Device& device);
 
 }  // namespace seqmix::ops

@@ -6,11 +6,11 @@
 namespace seqmix::ops {
 
 struct PriorRead {
-  at::Tensor numerator;   // [B,T,H,dv]
-  at::Tensor normaliser;  // [B,T,H]
+  at::Tensor numerator;   // [B,T,H,dv] (per-head priors) or [B,T,C] (per-channel priors)
+  at::Tensor normaliser;  // [B,T,H] (per head, broadcast over dv) or [B,T,C] (per channel)
 };
 
-// numerator / max(normaliser, eps), broadcast over the value channels: [B,T,H,dv].
+// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C].
 at::Tensor normalised_read(const PriorRead& read, double eps);
 
 }  // namespace seqmix::ops

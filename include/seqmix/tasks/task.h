@@ -63,6 +63,9 @@ class Task {
   virtual std::string primary_metric() const { return "accuracy"; }
   // The model spec this task is measured with when the user names none (MAD's backbone for MAD tasks).
   virtual std::string default_model() const { return "lm"; }
+  // Training settings this task is measured with (run-config keys such as "train.lr"), used where the
+  // user sets none.
+  virtual std::vector<std::pair<std::string, std::string>> training_defaults() const { return {}; }
   virtual bool higher_is_better() const { return true; }
 };
 

@@ -36,13 +36,28 @@ at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& devi
   return j <= t;
 }
 
+at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Tensor& key_mask,
+                        const at::Device& device) {
+  if (!key_mask.defined()) return causal ? causal_key_mask(queries, keys, device).view({1, 1, queries, keys}) : at::Tensor();
+  TORCH_CHECK(key_mask.dim() == 2 && key_mask.size(1) == keys && key_mask.scalar_type() == at::kBool,
+              "key_mask must be a bool tensor [B,", keys, "] (got ", key_mask.scalar_type(), " ", key_mask.sizes(), ")");
+  auto allowed = key_mask.view({key_mask.size(0), 1, 1, keys});
+  if (causal) allowed = allowed & causal_key_mask(queries, keys, device).view({1, 1, queries, keys});
+  else allowed = allowed.expand({key_mask.size(0), 1, queries, keys});
+  // The own position of query t is key t + S - T.
+  auto diag = at::zeros({queries, keys}, at::TensorOptions().dtype(at::kBool).device(device));
+  diag.diagonal(keys - queries).fill_(true);
+  const auto empty = allowed.any(-1, /*keepdim=*/true).logical_not();
+  return allowed | (empty & diag.view({1, 1, queries, keys}));
+}
+
 at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   bool causal, double scale) {
+                                   bool causal, double scale, const at::Tensor& key_mask) {
   check_attention_args("softmax_attention_naive", q, k, v);
   auto scores = raw_scores(q, k) * scale;
-  if (causal)
-    scores = scores.masked_fill(causal_key_mask(q.size(1), k.size(1), q.device()).logical_not(),
-                                -std::numeric_limits<double>::infinity());
+  const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());
+  if (visible.defined())
+    scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
   auto p = at::softmax(scores, -1);
   return at::matmul(p, v.transpose(1, 2)).transpose(1, 2);
 }

@@ -1,0 +1,29 @@
+#pragma once
+// AFT / LRNN-softmax prior, per channel: w_ti = exp(k_i) for i <= t, so
+//   numerator_t = sum_{i<=t} exp(k_i - m_t) v_i,  normaliser_t = sum_{i<=t} exp(k_i - m_t),
+// stabilised with the causal running max m_t = max_{r<=t} k_r (the shift cancels in the ratio, and no
+// future key enters: exact causality). Shapes: k, v [B,T,C] (one key logit per value channel).
+// An optional mask [B,T] (bool, true = real token) removes padded positions from the support.
+// The running max starts at -1e30 rather than -inf, so exp(max_old - max_new) is always defined
+// (keys are assumed > -1e29).
+#include <ATen/core/Tensor.h>
+
+#include "seqmix/ops/prior_read.h"
+
+namespace seqmix::ops {
+
+// Recurrent state: running numerator and normaliser relative to the running max of the keys.
+struct AftState {
+  at::Tensor numerator;   // [B,C]
+  at::Tensor normaliser;  // [B,C]
+  at::Tensor key_max;     // [B,C]
+};
+AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOptions& options);
+
+// The recurrence itself, one step per token (numerator and normaliser [B,T,C], both scaled by
+// exp(-m_t); their ratio is the read).
+PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
+// One step: k_t, v_t [B,C], mask_t [B] or undefined; returns numerator and normaliser [B,1,C].
+PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});
+
+}  // namespace seqmix::ops

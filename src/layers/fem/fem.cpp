@@ -1,0 +1,274 @@
+#include "seqmix/layers/fem.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "fem_prior.h"
+#include "seqmix/io/error.h"
+#include "seqmix/modules/heads.h"
+#include "seqmix/modules/init.h"
+#include "seqmix/ops/fem.h"
+
+namespace seqmix {
+namespace {
+
+// Nearest multiple of unit (exact ties go to the smaller), at least one unit.
+int64_t round_to_multiple(double x, int64_t unit) {
+  const double q = x / static_cast<double>(unit);
+  const double lo = std::floor(q), hi = std::ceil(q);
+  const double pick = (q - lo <= hi - q) ? lo : hi;
+  return std::max<int64_t>(1, static_cast<int64_t>(pick)) * unit;
+}
+
+// Start of the conditioner's running max before any token: exp(start - u) is exactly 0 for any real u.
+constexpr double kRunningMaxStart = -1e30;
+
+torch::Tensor smallest_normal(const torch::Tensor& like) {
+  const double tiny = like.scalar_type() == torch::kDouble ? std::numeric_limits<double>::min()
+                                                             : static_cast<double>(std::numeric_limits<float>::min());
+  return torch::scalar_tensor(tiny, like.options());
+}
+
+}  // namespace
+
+void parse_fem_flags(const std::string& flags, FemOptions& o) {
+  o.conditioner = o.lse = o.temperature = o.gate = false;
+  for (char c : flags) {
+    switch (c) {
+      case 'C': o.conditioner = true; break;
+      case 'L': o.lse = true; break;
+      case 'T': o.temperature = true; break;
+      case 'G': o.gate = true; break;
+      default:
+        throw Error(std::string("mixer fem: unknown flag '") + c + "' in flags=" + flags +
+                    "; flags are C (conditioner), L (log-sum-exp read), T (temperature learning), G (outer gate)");
+    }
+  }
+  if (o.temperature && !o.lse) throw Error("mixer fem: flag T (temperature learning) needs L (the log-sum-exp read)");
+}
+
+std::string fem_flags(const FemOptions& o) {
+  return std::string(o.conditioner ? "C" : "") + (o.lse ? "L" : "") + (o.temperature ? "T" : "") + (o.gate ? "G" : "");
+}
+
+FemWidths fem_widths(const FemOptions& o) {
+  if (o.budget != "i" && o.budget != "ii") throw Error("mixer fem: budget must be i or ii (got '" + o.budget + "')");
+  const double D = static_cast<double>(o.dim);
+  const bool first = o.budget == "i";
+  FemWidths w;
+  w.value = o.value_dim > 0 ? o.value_dim : round_to_multiple(first ? D / 2 : 2 * D / 3, 2 * o.heads);
+  const double r = first ? 4.0 : 2.0;  // prior ratio: the prior block is D x (r d), split over W_q and W_k
+  w.qk = o.qk_dim > 0 ? o.qk_dim : round_to_multiple(0.5 * r * static_cast<double>(w.value), 2 * o.heads);
+  return w;
+}
+
+struct FemImpl::Projected {
+  torch::Tensor v;       // [B,T,H,dv]
+  torch::Tensor lambda;  // [B,T,H,dv] or undefined
+  torch::Tensor gate;    // [B,T,H,dv] or undefined
+  PriorInputs prior;
+};
+
+FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), options_(o) {
+  if (o.heads < 1) throw Error("mixer fem: heads must be >= 1");
+  if (o.temperature && !o.lse) throw Error("mixer fem: flag T (temperature learning) needs L (the log-sum-exp read)");
+  if (o.cap < 0 || o.cap > ops::kMaxConstantShiftCap)
+    throw Error("mixer fem: cap must be 0 (off) or in (0, 43] so exp(-2 cap) stays representable in fp32");
+  widths_ = fem_widths(o);
+  if (o.raw_values) {
+    if (o.value_dim > 0 && o.value_dim != o.dim)
+      throw Error("mixer fem: raw values have the model width " + std::to_string(o.dim) + ", not value_dim=" +
+                  std::to_string(o.value_dim));
+    widths_.value = o.dim;
+  }
+  if (widths_.value % o.heads != 0) throw Error("mixer fem: value width " + std::to_string(widths_.value) +
+                                                " is not divisible by heads=" + std::to_string(o.heads));
+  head_dim_ = widths_.value / o.heads;
+  const bool has_qk = fem_prior_has_qk(o.prior);
+  if (has_qk && widths_.qk % o.heads != 0)
+    throw Error("mixer fem: query/key width " + std::to_string(widths_.qk) + " is not divisible by heads=" +
+                std::to_string(o.heads));
+  const bool rope = o.rope < 0 ? has_qk : o.rope == 1;
+  if (rope && !has_qk) throw Error("mixer fem: prior " + o.prior + " has no queries or keys for rope=1");
+  if (rope && (widths_.qk / o.heads) % 2 != 0) throw Error("mixer fem: rope=1 needs an even query/key head width");
+
+  FemPriorConfig pc{o.dim, o.heads, head_dim_, has_qk ? widths_.qk / o.heads : 0, rope, o.rope_theta,
+                    o.gate_normalizer, o.eps, o.ssm_state, o.bias, o.causal};
+  prior = register_module("prior", make_fem_prior(o.prior, pc));
+  if (!o.causal && !prior->supports_bidirectional())
+    throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
+
+  const int64_t d = widths_.value;
+  auto linear = [&](const char* name, int64_t in, int64_t out) {
+    auto l = register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(o.bias)));
+    init_linear(l);
+    return l;
+  };
+  if (!o.raw_values) {
+    value = linear("value", o.dim, d);
+    output = linear("output", d, o.dim);
+  }
+  if (o.temperature) {
+    lambda_proj = linear("lambda_proj", o.dim, d);
+    beta_param = register_parameter("beta_param", torch::zeros({d}));
+  }
+  if (o.gate) gate_proj = linear("gate_proj", o.dim, d);
+  if (o.conditioner) {
+    const int64_t hidden = o.tdc_hidden > 0 ? o.tdc_hidden : std::max<int64_t>(1, d / 16);
+    const int64_t width = d + prior->modulation_width() + (o.temperature ? d : 0) + (o.gate ? d : 0);
+    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width));
+  }
+}
+
+torch::Tensor FemImpl::beta() const {
+  if (options_.temperature) return torch::softplus(beta_param + options_.beta_offset);
+  return torch::ones({widths_.value}, prior->parameters().front().options());
+}
+
+FemImpl::Projected FemImpl::project(const torch::Tensor& x, const torch::Tensor& mask, const torch::Tensor& positions,
+                                    const torch::Tensor& modulation) {
+  const int64_t d = widths_.value, H = options_.heads;
+  int64_t at = 0;
+  auto take = [&](int64_t width) {
+    auto s = modulation.defined() ? modulation.narrow(-1, at, width) : torch::Tensor();
+    at += width;
+    return s;
+  };
+  const auto mod_v = take(d), mod_prior = take(prior->modulation_width());
+  const auto mod_lambda = options_.temperature ? take(d) : torch::Tensor();
+  const auto mod_gate = options_.gate ? take(d) : torch::Tensor();
+  auto modulated = [](torch::Tensor pre, const torch::Tensor& m) { return m.defined() ? pre * (1 + m) : pre; };
+
+  Projected p;
+  auto v = modulated(value ? value(x) : x, mod_v);
+  if (mask.defined()) v = v * mask.unsqueeze(-1).to(v.scalar_type());
+  p.v = split_heads(v, H);
+  p.prior = prior->prepare(x, mod_prior, mask, positions);
+  if (options_.temperature) p.lambda = split_heads(torch::sigmoid(modulated(lambda_proj(x), mod_lambda)), H);
+  if (options_.gate) {
+    auto a = split_heads(torch::softplus(modulated(gate_proj(x), mod_gate)), H);
+    p.gate = a * torch::rsqrt(a.square().mean(-1, /*keepdim=*/true) + options_.eps);  // RMS 1 per head
+  }
+  return p;
+}
+
+torch::Tensor FemImpl::combine(const torch::Tensor& mu, const torch::Tensor& free_energy, const Projected& p) {
+  torch::Tensor y = mu;
+  if (options_.lse) y = options_.temperature ? (1 - p.lambda) * mu + p.lambda * free_energy : free_energy;
+  if (options_.gate) y = y * p.gate;
+  return output ? output(merge_heads(y)) : merge_heads(y);
+}
+
+torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
+  check_input(x);
+  if (mask.defined())
+    TORCH_CHECK(mask.scalar_type() == torch::kBool && mask.dim() == 2 && mask.size(0) == x.size(0) &&
+                    mask.size(1) == x.size(1),
+                "mixer fem: padding mask must be bool [B,T] = [", x.size(0), ",", x.size(1), "] (got ",
+                mask.scalar_type(), " ", mask.sizes(), ")");
+  if (options_.lse && options_.cap == 0 && is_causal()) {
+    // Without the cap the shift is each query's causal running max: the streaming form computes it exactly.
+    auto state = init_state(x.size(0));
+    std::vector<torch::Tensor> ys;
+    for (int64_t t = 0; t < x.size(1); ++t)
+      ys.push_back(step_masked(x.select(1, t), mask.defined() ? mask.select(1, t) : torch::Tensor(), state));
+    return torch::stack(ys, 1);
+  }
+  const auto modulation = options_.conditioner ? conditioner->forward(x, mask) : torch::Tensor();
+  // Positions count real tokens only, so padding shifts no position.
+  const auto positions = mask.defined() ? (mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0)
+                                        : torch::arange(x.size(1), torch::kLong).expand({x.size(0), x.size(1)});
+  Projected p = project(x, mask, positions, modulation);
+  if (!options_.lse) return combine(prior->read(p.v, p.prior), {}, p);
+
+  const auto b = beta();
+  const auto values = ops::fem_scale_values(p.v.flatten(2), b, options_.cap);
+  const auto vc = values.clipped.view(p.v.sizes()), u = values.scaled.view(p.v.sizes());
+  torch::Tensor shift, exponent;
+  if (options_.cap > 0) {
+    shift = torch::scalar_tensor(options_.cap, u.options());
+    exponent = u - shift;
+  } else {  // bidirectional: one shift per channel over the whole (real) support
+    auto real = mask.defined() ? mask.view({mask.size(0), mask.size(1), 1, 1}) : torch::ones_like(u, torch::kBool);
+    const auto minus_inf = torch::full_like(u, -std::numeric_limits<double>::infinity());
+    shift = torch::where(real, u, minus_inf).amax(1, /*keepdim=*/true).detach();
+    shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
+    exponent = torch::where(real, u - shift, minus_inf);
+  }
+  // The read runs in fp64: with a constant shift e can be as small as exp(-2 cap), and its products with
+  // small prior weights, and their reciprocals in the backward pass, leave fp32's range. (The fused
+  // kernels track running maxima instead and stay in fp32.)
+  const auto wide = torch::kDouble;
+  const auto read = prior->read(torch::cat({vc, exponent.exp()}, -1).to(wide), p.prior.to(wide));
+  const auto mu = read.narrow(-1, 0, head_dim_), z = read.narrow(-1, head_dim_, head_dim_);
+  const auto free_energy =
+      (torch::maximum(z, smallest_normal(z)).log() + shift.to(wide)) / b.to(wide).view({options_.heads, head_dim_});
+  return combine(mu.to(u.scalar_type()), free_energy.to(u.scalar_type()), p);
+}
+
+torch::Tensor FemImpl::forward(const torch::Tensor& x) { return run(x, {}); }
+
+torch::Tensor FemImpl::forward_masked(const torch::Tensor& x, const torch::Tensor& padding_mask) {
+  return run(x, padding_mask);
+}
+
+DecodeState FemImpl::init_state(int64_t batch) const {
+  check_decodable();
+  DecodeState s;
+  if (options_.conditioner) conditioner->init_state(s, batch);
+  prior->init_state(s, batch, options_.lse ? 2 * head_dim_ : head_dim_);
+  s["fem.count"] = torch::zeros({batch}, torch::kLong);  // real tokens seen per row (RoPE positions)
+  if (options_.lse && options_.cap == 0)
+    s["fem.max"] = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart, prior->parameters().front().options());
+  return s;
+}
+
+torch::Tensor FemImpl::step(const torch::Tensor& x_t, DecodeState& state) {
+  check_step_input(x_t);
+  return step_masked(x_t, {}, state);
+}
+
+torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor& mask_t, DecodeState& state) {
+  const auto x = x_t.unsqueeze(1);
+  const auto mask = mask_t.defined() ? mask_t.unsqueeze(1) : torch::Tensor();
+  const auto modulation = options_.conditioner ? conditioner->step(x_t, state).unsqueeze(1) : torch::Tensor();
+  auto& count = state["fem.count"];
+  Projected p = project(x, mask, count.unsqueeze(1), modulation);
+  count = count + (mask_t.defined() ? mask_t.to(torch::kLong) : torch::ones_like(count));
+  const auto v = p.v.squeeze(1);  // [B,H,dv]
+  torch::Tensor y;
+  if (!options_.lse) {
+    y = combine(prior->step(v, p.prior, state).unsqueeze(1), {}, p);
+  } else {
+    const auto b = beta();
+    const auto values = ops::fem_scale_values(v.flatten(1), b, options_.cap);
+    const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
+    torch::Tensor shift, exponent;
+    if (options_.cap > 0) {
+      shift = torch::scalar_tensor(options_.cap, u.options());
+      exponent = u - shift;
+    } else {
+      // Running max per channel; the state's exp-branch is rescaled to it, so the shift stays exact.
+      const auto old_max = state["fem.max"];
+      auto new_max = torch::maximum(old_max, u.detach());
+      if (mask_t.defined()) new_max = torch::where(mask_t.view({-1, 1, 1}), new_max, old_max);
+      prior->rescale(state, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
+      state["fem.max"] = new_max;
+      shift = new_max;
+      exponent = u - new_max;
+      if (mask_t.defined())
+        exponent = torch::where(mask_t.view({-1, 1, 1}), exponent,
+                                torch::full_like(exponent, -std::numeric_limits<double>::infinity()));
+    }
+    const auto read = prior->step(torch::cat({vc, exponent.exp()}, -1), p.prior, state);
+    const auto mu = read.narrow(-1, 0, head_dim_), z = read.narrow(-1, head_dim_, head_dim_);
+    const auto free_energy = (torch::maximum(z, smallest_normal(z)).log() + shift) / b.view({options_.heads, head_dim_});
+    y = combine(mu.unsqueeze(1), free_energy.unsqueeze(1), p);
+  }
+  state.position += 1;
+  return y.squeeze(1);
+}
+
+}  // namespace seqmix

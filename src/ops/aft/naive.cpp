@@ -1,0 +1,27 @@
+// Ground-truth AFT prior: the stabilised recurrence, one ATen step per token.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "../checks.h"
+#include "seqmix/ops/aft.h"
+
+namespace seqmix::ops {
+
+PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  const char* op = "aft_naive";
+  check_rank(k, op, "k", 3, "B,T,C");
+  check_rank(v, op, "v", 3, "B,T,C");
+  check_same_float_dtype(op, {k, v});
+  TORCH_CHECK(k.sizes() == v.sizes(), op, ": k and v must have the same shape (got ", k.sizes(), " and ", v.sizes(), ")");
+  auto state = aft_initial_state(k.size(0), k.size(2), k.options());
+  std::vector<at::Tensor> num, den;
+  for (int64_t t = 0; t < k.size(1); ++t) {
+    auto r = aft_step(k.select(1, t), v.select(1, t), state, mask.defined() ? mask.select(1, t) : at::Tensor());
+    num.push_back(r.numerator);
+    den.push_back(r.normaliser);
+  }
+  return {at::cat(num, 1), at::cat(den, 1)};
+}
+
+}  // namespace seqmix::ops

@@ -1,0 +1,51 @@
+// The free-energy read's value transform and restore, and the definitional softmax FEM read.
+#include <ATen/ATen.h>
+
+#include "../checks.h"
+#include "seqmix/ops/attention.h"
+#include "seqmix/ops/fem.h"
+
+namespace seqmix::ops {
+
+FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
+  TORCH_CHECK(cap >= 0, "fem_scale_values: cap must be >= 0 (got ", cap, ")");
+  TORCH_CHECK(beta.numel() == v.size(-1), "fem_scale_values: beta must have one entry per value channel (got ",
+              beta.numel(), " for ", v.size(-1), " channels)");
+  const auto b = beta.reshape({v.size(-1)});
+  at::Tensor clipped = v;
+  if (cap > 0) {
+    const auto limit = cap / b;
+    clipped = at::maximum(at::minimum(v, limit), -limit);
+  }
+  return {clipped, clipped * b};
+}
+
+at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
+  return (z.log() + shift) / beta.reshape({z.size(-1)});
+}
+
+FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                               double cap, bool causal, double scale, const at::Tensor& key_mask) {
+  const char* op = "fem_softmax_read_naive";
+  check_rank(q, op, "q", 4, "B,T,H,dk");
+  check_rank(k, op, "k", 4, "B,S,H,dk");
+  check_rank(v, op, "v", 4, "B,S,H,dv");
+  check_same_float_dtype(op, {q, k, v, beta});
+  TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), op, ": beta must have H*dv = ", v.size(2) * v.size(3),
+              " entries (got ", beta.numel(), ")");
+  const auto b = beta.reshape({v.size(2), v.size(3)});
+  const auto values = fem_scale_values(v.flatten(2), beta.reshape({-1}), cap);
+  const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
+  auto scores = at::matmul(q.transpose(1, 2), k.permute({0, 2, 3, 1})) * scale;  // [B,H,T,S]
+  const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());
+  if (visible.defined()) scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  const auto log_p = at::log_softmax(scores, -1);
+  FemRead r;
+  r.mean = at::matmul(log_p.exp(), vc.transpose(1, 2)).transpose(1, 2);
+  // logsumexp over keys of log p_ti + u_ic: [B,H,T,S,1] + [B,H,1,S,dv] -> [B,H,T,dv]
+  const auto lse = at::logsumexp(log_p.unsqueeze(-1) + u.transpose(1, 2).unsqueeze(2), {3});
+  r.free_energy = (lse / b.unsqueeze(1)).transpose(1, 2);
+  return r;
+}
+
+}  // namespace seqmix::ops
