@@ -2,8 +2,6 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include <algorithm>
-#include <chrono>
 #include <thread>
 
 #include "commands.h"
@@ -12,25 +10,9 @@
 namespace seqmix::cli {
 namespace {
 
-double matmul_gflops(int64_t n) {
-  torch::NoGradGuard no_grad;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  for (int i = 0; i < 2; ++i) a.mm(b);  // warm-up
-  std::vector<double> times;
-  for (int i = 0; i < 7; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto c = a.mm(b);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return 2.0 * static_cast<double>(n * n * n) / times[times.size() / 2] / 1e9;
-}
-
 int run_info() {
-  // Measured with the BLAS library's own threads (its full speed), first, so the library is loaded.
-  set_blas_threads(at::get_num_threads());
+  // Measured first, so the BLAS library is loaded before it is described.
   const double gflops = matmul_gflops(1024);
-  set_blas_threads(1);
   const auto libs = loaded_blas_libraries();
   std::printf("seqmix       %s\n", SEQMIX_VERSION);
   std::printf("LibTorch     %s\n", TORCH_VERSION);

@@ -15,5 +15,6 @@ void add_info_command(CLI::App& app, Action& action);
 void add_eval_command(CLI::App& app, Action& action);
 void add_plot_command(CLI::App& app, Action& action);
 void add_mad_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
 
 }  // namespace seqmix::cli

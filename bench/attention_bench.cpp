@@ -1,18 +1,18 @@
-// Google Benchmark: the attention ops, forward, over (B, T, H, d).
-#include <benchmark/benchmark.h>
-#include <torch/torch.h>
-
-#include "seqmix/ops/attention.h"
+// Google Benchmark: causal softmax attention, fused and naive, forward and forward+backward, over
+// (B, T, H, dk, dv).
+#include "op_bench.h"
 
 namespace {
 
-void BM_softmax_attention_naive(benchmark::State& state) {
-  const int64_t B = state.range(0), T = state.range(1), H = state.range(2), d = state.range(3);
-  torch::NoGradGuard no_grad;
-  auto q = torch::randn({B, T, H, d}), k = torch::randn({B, T, H, d}), v = torch::randn({B, T, H, d});
-  for (auto _ : state) benchmark::DoNotOptimize(seqmix::ops::softmax_attention_naive(q, k, v, true, 0.125));
-  state.SetItemsProcessed(state.iterations() * B * T);
+void BM_attention(benchmark::State& state, const char* impl, bool backward) {
+  seqmix::bench::run_op(state, "attention", impl, backward);
 }
-BENCHMARK(BM_softmax_attention_naive)->Args({1, 256, 4, 64})->Args({4, 1024, 8, 64})->Unit(benchmark::kMillisecond);
+void shapes(benchmark::internal::Benchmark* b) {
+  seqmix::bench::timed(b)->Args({1, 256, 4, 64, 64})->Args({4, 1024, 8, 64, 64});
+}
+BENCHMARK_CAPTURE(BM_attention, fused_fwd, "fused", false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, fused_fwdbwd, "fused", true)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, naive_fwd, "naive", false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, naive_fwdbwd, "naive", true)->Apply(shapes);
 
 }  // namespace

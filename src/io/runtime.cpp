@@ -2,11 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 namespace seqmix {
 namespace {
@@ -59,6 +62,22 @@ std::string blas_description() {
   for (const auto& l : libs)
     if (l.find("/blas/") != std::string::npos) return "reference BLAS (slow: install libopenblas0-pthread)";
   return libs.empty() ? "none loaded yet" : "unknown";
+}
+
+double matmul_gflops(int64_t n) {
+  at::NoGradGuard no_grad;
+  set_blas_threads(at::get_num_threads());
+  const auto a = at::randn({n, n}), b = at::randn({n, n});
+  for (int i = 0; i < 2; ++i) a.mm(b);  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto c = a.mm(b);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  set_blas_threads(1);
+  std::sort(times.begin(), times.end());
+  return 2.0 * static_cast<double>(n * n * n) / times[times.size() / 2] / 1e9;
 }
 
 }  // namespace seqmix

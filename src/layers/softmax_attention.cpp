@@ -11,11 +11,13 @@ namespace seqmix {
 SoftmaxAttentionImpl::SoftmaxAttentionImpl(const SoftmaxAttentionOptions& options)
     : KVAttentionImpl("softmax", options),
       scale_(options.scale > 0 ? options.scale
-                               : 1.0 / std::sqrt(static_cast<double>(options.dim / options.heads))) {}
+                               : 1.0 / std::sqrt(static_cast<double>(options.dim / options.heads))),
+      impl_(options.impl) {}
 
 torch::Tensor SoftmaxAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, bool causal) {
-  return ops::softmax_attention_naive(q, k, v, causal, scale_);
+  return impl_ == ops::Impl::fused ? ops::softmax_attention_fused(q, k, v, causal, scale_)
+                                   : ops::softmax_attention_naive(q, k, v, causal, scale_);
 }
 
 }  // namespace seqmix

@@ -41,6 +41,10 @@ void read_kv_attention(const MixerContext& c, const Options& o, KVAttentionOptio
   a.causal = o.flag("causal");
 }
 
+OptionInfo impl_option() {
+  return OptionInfo::choice("impl", "fused", {"fused", "naive"}, "fused kernel or its naive (materialised) twin");
+}
+
 std::vector<OptionInfo> with(std::vector<OptionInfo> base, const std::vector<OptionInfo>& extra) {
   base.insert(base.end(), extra.begin(), extra.end());
   return base;
@@ -50,11 +54,13 @@ const std::vector<MixerEntry>& mixer_entries() {
   static const std::vector<MixerEntry> entries = {
       {{"softmax", "multi-head softmax attention (the S baseline)",
         with(kv_attention_options(true),
-             {OptionInfo::real("scale", 0.0, "score scale; 0 means 1/sqrt(head width)", 0.0)})},
+             {OptionInfo::real("scale", 0.0, "score scale; 0 means 1/sqrt(head width)", 0.0),
+              impl_option()})},
        [](const MixerContext& c, const Options& o) -> Mixer {
          SoftmaxAttentionOptions a;
          read_kv_attention(c, o, a);
          a.scale = o.real("scale");
+         a.impl = ops::parse_impl(o.text("impl"));
          return std::make_shared<SoftmaxAttentionImpl>(a);
        }},
       {{"relu", "ReLU attention: ReLU(L2Norm(q K^T)) V per head (HyperMLP's R)",
@@ -73,9 +79,11 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::flag("rope", false, "rotary position embedding on q and k before the feature map"),
          OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
          OptionInfo::flag("bias", true, "biases in the projections"),
-         OptionInfo::flag("causal", true, "causal (decoder) or bidirectional (encoder)")}},
+         OptionInfo::flag("causal", true, "causal (decoder) or bidirectional (encoder)"),
+         impl_option()}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          LinearAttentionOptions a;
+         a.impl = ops::parse_impl(o.text("impl"));
          a.dim = c.dim;
          a.heads = o.integer("heads");
          a.feature = parse_feature_map(o.text("feature"));
@@ -95,9 +103,11 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::real("eps", 1e-6, "feature offset and normaliser floor", 0.0),
          OptionInfo::flag("rope", false, "rotary position embedding on q and k"),
          OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
-         OptionInfo::flag("bias", true, "biases in the q/k/v and output projections")}},
+         OptionInfo::flag("bias", true, "biases in the q/k/v and output projections"),
+         impl_option()}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          GatedLinearAttentionOptions a;
+         a.impl = ops::parse_impl(o.text("impl"));
          a.dim = c.dim;
          a.heads = o.integer("heads");
          a.feature = parse_feature_map(o.text("feature"));
@@ -115,9 +125,11 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::integer("conv", 4, "kernel of the short causal conv (0 = none)", 0, 64),
          OptionInfo::integer("dt_rank", 0, "rank of the step-size projection (0 = ceil(width/16))", 0),
          OptionInfo::real("dt_min", 1e-3, "smallest initial step size", 1e-8),
-         OptionInfo::real("dt_max", 0.1, "largest initial step size", 1e-8)}},
+         OptionInfo::real("dt_max", 0.1, "largest initial step size", 1e-8),
+         impl_option()}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          SelectiveSSMOptions a;
+         a.impl = ops::parse_impl(o.text("impl"));
          a.dim = c.dim;
          a.expand = o.integer("expand");
          a.state = o.integer("state");
@@ -145,7 +157,9 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::real("gate_normalizer", 16.0, "gla/lrnn_decay log decay divisor", 1e-6),
          OptionInfo::real("eps", 1e-6, "feature offset (ReLU+eps) and gate RMS floor", 0.0),
          OptionInfo::flag("bias", true, "biases in the projections"),
-         OptionInfo::flag("causal", true, "causal, or bidirectional (softmax and linear priors)")}},
+         OptionInfo::flag("causal", true, "causal, or bidirectional (softmax and linear priors)"),
+         OptionInfo::choice("impl", "fused", {"fused", "naive"},
+                            "fused kernels (the softmax prior's one-pass mu+F read) or the naive reads")}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          FemOptions f;
          f.dim = c.dim;
@@ -166,6 +180,10 @@ const std::vector<MixerEntry>& mixer_entries() {
          f.bias = o.flag("bias");
          f.causal = o.flag("causal");
          f.raw_values = c.raw_values;
+         f.impl = ops::parse_impl(o.text("impl"));
+         if (o.was_given("impl") && f.impl == ops::Impl::fused && f.lse && f.cap == 0 && f.causal)
+           throw Error("mixer fem: impl=fused reads with a value cap; cap=0 streams exact running maxima step by step "
+                       "(drop impl=fused or set cap > 0)");
          return std::make_shared<FemImpl>(f);
        }},
   };

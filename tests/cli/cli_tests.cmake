@@ -40,6 +40,22 @@ seqmix_cli_error(mad_unknown_preset "unknown MAD preset 'gpu'" mad --mixer softm
 seqmix_cli_error(mad_unknown_task "unknown MAD task 'mad.copy'" mad --mixer softmax --task mad.copy --out ${SEQMIX_CLI_TMP}/mad)
 seqmix_cli_error(plot_missing_run "metrics.jsonl does not exist" plot ${SEQMIX_CLI_TMP}/no_such_run --out ${SEQMIX_CLI_TMP}/p.png)
 
+# Benchmarks: bad input, then a tiny run whose JSON lines carry every field.
+seqmix_cli_error(bench_unknown_op "unknown op 'nope'; valid ops: attention, fem_softmax_read, linear_attention, gla" bench --op nope --shape 1,8,2,4,4)
+seqmix_cli_error(bench_malformed_shape "--shape expects 5 positive integers B,T,H,dk,dv for --op, got '1,8,2'" bench --op gla --shape 1,8,2)
+seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: fused, naive" bench --op gla --shape 1,8,2,4,4 --impl fast)
+seqmix_cli_error(bench_unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" bench --model nope --shape 1,8,16)
+seqmix_cli_error(bench_conflicting_impl "--impl naive conflicts with impl=fused" bench --model gla:impl=fused --impl naive --shape 1,8,16)
+seqmix_cli_error(bench_op_and_model "exactly one of --op NAME and --model SPEC" bench --op gla --model gla --shape 1,8,16)
+add_test(NAME cli.bench_tiny_json COMMAND $<TARGET_FILE:seqmix> bench --op gla --shape 1,8,2,4,4 --backward --json
+         --repeats 2 --warmup 1 --threads 1)
+set_tests_properties(cli.bench_tiny_json PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+  "{\"op\":\"gla\",\"impl\":\"fused\",\"shape\":\\[1,8,2,4,4\\],\"fwd_ms\":[0-9.e-]+,\"fwdbwd_ms\":[0-9.e-]+,\"tokens_per_s\":[0-9]+,\"fwdbwd_tokens_per_s\":[0-9]+,\"peak_mb\":[0-9.]+,\"ref_gflops\":[0-9.]+,\"gflops\":[0-9.e-]+,\"fwdbwd_gflops\":[0-9.e-]+}\n{\"op\":\"gla\",\"impl\":\"naive\",")
+add_test(NAME cli.bench_tiny_model COMMAND $<TARGET_FILE:seqmix> bench --model gla:heads=2 --shape 1,8,16 --backward
+         --repeats 2 --warmup 1 --threads 1)
+set_tests_properties(cli.bench_tiny_model PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "gla:heads=2.*1,8,16.*reference matmul: [0-9.]+ GFLOP/s")
+
 # A tiny run, then what can be done with it.
 set(SEQMIX_TINY_RUN ${SEQMIX_CLI_TMP}/tiny_run)
 add_test(NAME cli.tiny_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_TINY_RUN})

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/time_decay_conditioner.h"
 
@@ -20,6 +21,7 @@ namespace seqmix {
 class FemPriorImpl;
 
 struct FemOptions {
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
   std::string prior = "softmax";  // softmax | linear | gla | aft | lrnn_decay | ssm

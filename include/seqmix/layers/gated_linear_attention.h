@@ -5,12 +5,14 @@
 // q_t S_t with q scaled by 1/sqrt(head width).
 #include <torch/nn/modules/linear.h>
 
+#include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/feature_map.h"
 
 namespace seqmix {
 
 struct GatedLinearAttentionOptions {
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
   FeatureMap feature = FeatureMap::Relu;

@@ -2,12 +2,14 @@
 // Multi-head normalised linear attention: y_t = sum_{i<=t} (phi(q_t).phi(k_i)) v_i / sum_{i<=t} phi(q_t).phi(k_i).
 #include <torch/nn/modules/linear.h>
 
+#include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/feature_map.h"
 
 namespace seqmix {
 
 struct LinearAttentionOptions {
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
   FeatureMap feature = FeatureMap::Relu;  // must be positive

@@ -4,12 +4,14 @@
 // non-negative B_t, C_t = softplus(.) (positive impulse response), y = scan(u) + D*u, out = W_o(y * SiLU(z)).
 #include <torch/nn/modules/linear.h>
 
+#include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/causal_conv.h"
 
 namespace seqmix {
 
 struct SelectiveSSMOptions {
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t expand = 2;
   int64_t state = 16;    // N, the state size per channel

@@ -1,10 +1,12 @@
 #pragma once
 // Multi-head softmax attention (the "S" baseline): softmax(scale * q k^T) v per head.
+#include "seqmix/ops/impl.h"
 #include "seqmix/layers/kv_attention.h"
 
 namespace seqmix {
 
 struct SoftmaxAttentionOptions : KVAttentionOptions {
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   double scale = 0.0;  // score scale; 0 means 1/sqrt(head width)
 };
 
@@ -19,6 +21,7 @@ class SoftmaxAttentionImpl : public KVAttentionImpl {
 
  private:
   double scale_;
+  ops::Impl impl_;
 };
 
 }  // namespace seqmix

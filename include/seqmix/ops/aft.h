@@ -26,4 +26,8 @@ PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& 
 // One step: k_t, v_t [B,C], mask_t [B] or undefined; returns numerator and normaliser [B,1,C].
 PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});
 
+// Fused twin of aft_naive (src/ops/aft/fused.cpp): one pass per (batch, channel) with the causal running
+// max, and a reverse scan for the backward; O(T C) memory. Same outputs and gradients (k, v) as aft_naive.
+PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
+
 }  // namespace seqmix::ops

@@ -6,6 +6,8 @@
 // query t sees keys j <= t + (S - T).
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace seqmix::ops {
 
 // softmax_j(scale * q_t . k_j) v_j, materialising the [B,H,T,S] score matrix. key_mask [B,S] (bool,
@@ -17,6 +19,23 @@ at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, con
 // HyperMLP's "R" read: ReLU(s_t / sqrt(||s_t||^2 + eps)) v, with s_t = (q_t . k_j)_j over the visible keys.
 at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 bool causal, double eps);
+
+// Fused (flash-style) softmax attention, with the naive op's semantics and a hand-written backward:
+// blocked online softmax, no T x T tensor, the row log-sum-exp saved for backward. float32/float64.
+at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                   double scale, const at::Tensor& key_mask = {});
+
+// The raw kernels behind it (benchmarks and tests): out [B,T,H,dv] and lse [B,H,T]; the backward returns
+// dq, dk, dv.
+struct AttentionForward {
+  at::Tensor out, lse;
+};
+AttentionForward softmax_attention_fused_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                 bool causal, double scale, const at::Tensor& key_mask = {});
+std::vector<at::Tensor> softmax_attention_fused_backward(const at::Tensor& grad_out, const at::Tensor& q,
+                                                         const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                                                         const at::Tensor& lse, bool causal, double scale,
+                                                         const at::Tensor& key_mask = {});
 
 // [T,S] bool mask, true where query t may see key j (j <= t + S - T).
 at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& device);

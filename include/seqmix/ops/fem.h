@@ -30,4 +30,11 @@ struct FemRead {
 FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
 
+// Fused twin of fem_softmax_read_naive for cap > 0 (src/ops/fem/fused.cpp, derivation in README.md): one
+// flash-style pass returns mu and F together, the exp branch held relative to a per-channel running max of
+// beta*v over the keys every row of a query block sees (exact causality); saves the row log-sum-exp and
+// L = beta*F for the hand-written backward. Same outputs and gradients (q, k, v, beta) as the naive op.
+FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                               double cap, bool causal, double scale, const at::Tensor& key_mask = {});
+
 }  // namespace seqmix::ops

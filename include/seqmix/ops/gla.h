@@ -19,4 +19,11 @@ PriorRead gla_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                    const at::Tensor& log_decay_t, LinearAttentionState& state);
 
+// Fused chunked scan (src/ops/gla/fused.cpp, derivation in README.md): chunks of 64 positions in log
+// space, intra-chunk by block products with the exp(c_t - c_i) mask, inter-chunk through the carried
+// state; O(T d) memory (chunk-boundary states saved for the hand-written backward). float32/float64.
+// Same outputs and gradients (q, k, v, log_decay) as gla_naive. LRNN-decay is this op with dk = 1 unit
+// features; linear attention is it with log_decay = 0.
+PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay);
+
 }  // namespace seqmix::ops

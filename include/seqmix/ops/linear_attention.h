@@ -24,4 +24,8 @@ LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads
 PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                                 LinearAttentionState& state);
 
+// Fused twin of linear_attention_naive with O(T d) memory: causal runs GLA's chunked scan with zero decay
+// (gla_fused), bidirectional reads q (K^T V) and q . sum k. Same outputs and gradients as the naive op.
+PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+
 }  // namespace seqmix::ops

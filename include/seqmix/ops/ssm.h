@@ -16,4 +16,10 @@ at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at
 at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
                     const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
 
+// Fused twin of ssm_scan_naive (src/ops/ssm/fused.cpp): the recurrence per (batch, channel) in
+// registers, states checkpointed every 64 steps and recomputed in the reverse scan of the backward:
+// B*T*C*N/64 saved values instead of the B*T*C*N a materialised scan would keep. Same outputs and gradients (u, delta, A, b, c) as ssm_scan_naive.
+at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                          const at::Tensor& c);
+
 }  // namespace seqmix::ops

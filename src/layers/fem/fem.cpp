@@ -95,7 +95,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (rope && (widths_.qk / o.heads) % 2 != 0) throw Error("mixer fem: rope=1 needs an even query/key head width");
 
   FemPriorConfig pc{o.dim, o.heads, head_dim_, has_qk ? widths_.qk / o.heads : 0, rope, o.rope_theta,
-                    o.gate_normalizer, o.eps, o.ssm_state, o.bias, o.causal};
+                    o.gate_normalizer, o.eps, o.ssm_state, o.bias, o.causal, o.impl};
   prior = register_module("prior", make_fem_prior(o.prior, pc));
   if (!o.causal && !prior->supports_bidirectional())
     throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
@@ -184,6 +184,8 @@ torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
   if (!options_.lse) return combine(prior->read(p.v, p.prior), {}, p);
 
   const auto b = beta();
+  if (auto fused = prior->fused_free_energy_read(p.v, b, options_.cap, p.prior))
+    return combine(fused->mean, fused->free_energy, p);
   const auto values = ops::fem_scale_values(p.v.flatten(2), b, options_.cap);
   const auto vc = values.clipped.view(p.v.sizes()), u = values.scaled.view(p.v.sizes());
   torch::Tensor shift, exponent;
@@ -199,7 +201,7 @@ torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
   }
   // The read runs in fp64: with a constant shift e can be as small as exp(-2 cap), and its products with
   // small prior weights, and their reciprocals in the backward pass, leave fp32's range. (The fused
-  // kernels track running maxima instead and stay in fp32.)
+  // softmax read of the fused impl tracks running maxima instead and stays in fp32.)
   const auto wide = torch::kDouble;
   const auto read = prior->read(torch::cat({vc, exponent.exp()}, -1).to(wide), p.prior.to(wide));
   const auto mu = read.narrow(-1, 0, head_dim_), z = read.narrow(-1, head_dim_, head_dim_);

@@ -6,9 +6,12 @@
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "seqmix/modules/decode_state.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/impl.h"
 
 namespace seqmix {
 
@@ -18,6 +21,7 @@ struct FemPriorConfig {
   double rope_theta, gate_normalizer, eps;
   int64_t ssm_state;
   bool bias, causal;
+  ops::Impl impl;  // fused kernels or the naive ops
 };
 
 // Per-position prior parameters. T = 1 when decoding.
@@ -45,6 +49,12 @@ class FemPriorImpl : public torch::nn::Module {
                               const at::Tensor& positions) = 0;
   // values [B,T,H,W] (W a multiple of the value head width) -> E_p[values] [B,T,H,W].
   virtual at::Tensor read(const at::Tensor& values, const PriorInputs& in) = 0;
+  // The one-pass fused read of mu and F (values v [B,T,H,dv], beta [H*dv], value cap), where the prior has
+  // one and the config asks for fused kernels; nullopt means: read [v, exp(beta v - shift)] through read().
+  virtual std::optional<ops::FemRead> fused_free_energy_read(const at::Tensor& values, const at::Tensor& beta,
+                                                             double cap, const PriorInputs& in) {
+    return std::nullopt;
+  }
   // Decode over values of width W per head: values_t [B,H,W] -> E_p[values] at this step [B,H,W].
   virtual void init_state(DecodeState& state, int64_t batch, int64_t width) const = 0;
   virtual at::Tensor step(const at::Tensor& values_t, const PriorInputs& in_t, DecodeState& state) = 0;

@@ -83,7 +83,12 @@ class SoftmaxPrior : public FemPriorImpl {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return ops::softmax_attention_naive(in.q, in.k, values, config_.causal, scale_, in.mask);
+    return attend(in.q, in.k, values, config_.causal, in.mask);
+  }
+  std::optional<ops::FemRead> fused_free_energy_read(const torch::Tensor& values, const torch::Tensor& beta, double cap,
+                                                     const PriorInputs& in) override {
+    if (config_.impl != ops::Impl::fused || cap <= 0) return std::nullopt;
+    return ops::fem_softmax_read_fused(in.q, in.k, values, beta, cap, config_.causal, scale_, in.mask);
   }
   void init_state(DecodeState& s, int64_t batch, int64_t width) const override {
     auto opts = qk_.query->weight.options();
@@ -97,7 +102,7 @@ class SoftmaxPrior : public FemPriorImpl {
     s["prior.v"] = torch::cat({s["prior.v"], values_t.unsqueeze(1)}, 1);
     auto m = in.mask.defined() ? in.mask : torch::ones({B, 1}, values_t.options().dtype(torch::kBool));
     s["prior.mask"] = torch::cat({s["prior.mask"], m}, 1);
-    return ops::softmax_attention_naive(in.q, s["prior.k"], s["prior.v"], true, scale_, s["prior.mask"]).squeeze(1);
+    return attend(in.q, s["prior.k"], s["prior.v"], true, s["prior.mask"]).squeeze(1);
   }
   void rescale(DecodeState& s, int64_t begin, int64_t end, const torch::Tensor& factor) override {
     auto v = s["prior.v"].clone();
@@ -106,6 +111,11 @@ class SoftmaxPrior : public FemPriorImpl {
   }
 
  private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                       const torch::Tensor& mask) const {
+    return config_.impl == ops::Impl::fused ? ops::softmax_attention_fused(q, k, v, causal, scale_, mask)
+                                            : ops::softmax_attention_naive(q, k, v, causal, scale_, mask);
+  }
   QueryKey qk_;
   double scale_;
 };
@@ -148,7 +158,8 @@ class LinearPrior : public LinearStatePrior {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(ops::linear_attention_naive(in.q, in.k, values, config_.causal));
+    return normalised(config_.impl == ops::Impl::fused ? ops::linear_attention_fused(in.q, in.k, values, config_.causal)
+                                                       : ops::linear_attention_naive(in.q, in.k, values, config_.causal));
   }
   torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
     ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
@@ -165,6 +176,11 @@ class LinearPrior : public LinearStatePrior {
  private:
   QueryKey qk_;
 };
+
+ops::PriorRead gla_read(const FemPriorConfig& c, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& log_decay) {
+  return c.impl == ops::Impl::fused ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
+}
 
 // Log decay a_t = logsigmoid(w.x + b + modulation) / gate_normalizer per head, 0 at padded positions.
 torch::Tensor head_log_decay(torch::nn::Linear& decay, const FemPriorConfig& c, const torch::Tensor& x,
@@ -192,7 +208,7 @@ class GlaPrior : public LinearStatePrior {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(ops::gla_naive(in.q, in.k, values, in.log_decay));
+    return normalised(gla_read(config_, in.q, in.k, values, in.log_decay));
   }
   torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
     ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
@@ -229,7 +245,7 @@ class LrnnDecayPrior : public LinearStatePrior {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(ops::gla_naive(in.q, in.k, values, in.log_decay));
+    return normalised(gla_read(config_, in.q, in.k, values, in.log_decay));
   }
   torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
     ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
@@ -264,7 +280,8 @@ class AftPrior : public FemPriorImpl {
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
     const int64_t n = values.size(-1) / config_.value_head_dim;
-    auto r = ops::aft_naive(tile(in.keys, n).flatten(2), values.flatten(2), in.mask);
+    const auto keys = tile(in.keys, n).flatten(2), flat = values.flatten(2);
+    auto r = config_.impl == ops::Impl::fused ? ops::aft_fused(keys, flat, in.mask) : ops::aft_naive(keys, flat, in.mask);
     return ops::normalised_read(r, kNormaliserFloor).view(values.sizes());
   }
   void init_state(DecodeState& s, int64_t batch, int64_t width) const override {
@@ -330,7 +347,10 @@ class SsmPrior : public FemPriorImpl {
     auto u = torch::cat({values, ones}, -1).flatten(2);
     auto delta = tile(in.delta, n + 1).flatten(2);
     const auto type = values.scalar_type();
-    auto y = ops::ssm_scan_naive(u, delta, tiled_A(n + 1).to(type), in.b, in.c) + u * tiled_D(n + 1).to(type);
+    const auto A = tiled_A(n + 1).to(type);
+    auto y = (config_.impl == ops::Impl::fused ? ops::ssm_scan_fused(u, delta, A, in.b, in.c)
+                                               : ops::ssm_scan_naive(u, delta, A, in.b, in.c)) +
+             u * tiled_D(n + 1).to(type);
     auto parts = y.view({B, T, config_.heads, (n + 1) * config_.value_head_dim});
     auto num = parts.narrow(-1, 0, n * config_.value_head_dim);
     auto den = tile(parts.narrow(-1, n * config_.value_head_dim, config_.value_head_dim), n);

@@ -1,0 +1,404 @@
+// seqmix bench: times an op (fused and naive) or a mixer, forward and forward+backward. Each case runs in a
+// child process (this binary re-executed with --child-case) so that its peak resident memory is its own.
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "commands.h"
+#include "seqmix/io/error.h"
+#include "seqmix/io/runtime.h"
+#include "seqmix/io/spec.h"
+#include "seqmix/models/registry.h"
+#include "seqmix/train/benchmark.h"
+
+namespace seqmix::cli {
+namespace {
+
+struct BenchArgs {
+  std::string op, model, shape, impl;
+  int repeats = 5, warmup = 2, threads = 0;
+  bool backward = false, json = false, child_case = false;
+};
+
+// One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option); spec is
+// the mixer's spec with its impl (--model only).
+struct PlannedCase {
+  std::string impl, spec;
+};
+
+struct BenchPlan {
+  std::vector<int64_t> shape;  // B,T,H,dk,dv (--op) or B,T,D (--model)
+  std::vector<PlannedCase> cases;
+};
+
+struct CaseResult {
+  BenchTimes times;
+  double peak_mb = 0;
+};
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, sep)) items.push_back(item);
+  return items;
+}
+
+std::string joined(const std::vector<std::string>& names, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : sep) + n;
+  return out;
+}
+
+std::vector<int64_t> parse_shape(const std::string& text, const BenchArgs& a) {
+  const bool op = !a.op.empty();
+  const size_t rank = op ? 5 : 3;
+  const std::string expected = std::string("--shape expects ") + (op ? "5 positive integers B,T,H,dk,dv for --op"
+                                                                     : "3 positive integers B,T,D for --model");
+  std::vector<int64_t> shape;
+  try {
+    shape = parse_integer_list(text, "--shape");
+  } catch (const Error&) {
+    throw Error(expected + ", got '" + text + "'");
+  }
+  if (shape.size() != rank || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 1; }))
+    throw Error(expected + ", got '" + text + "'");
+  return shape;
+}
+
+std::vector<std::string> parse_impls(const std::string& text) {
+  std::vector<std::string> impls;
+  for (const auto& i : split(text, ',')) {
+    const auto& valid = bench_impl_names();
+    if (std::find(valid.begin(), valid.end(), i) == valid.end())
+      throw Error("unknown impl '" + i + "'; valid impls: " + joined(valid));
+    if (std::find(impls.begin(), impls.end(), i) != impls.end()) throw Error("--impl lists '" + i + "' twice");
+    impls.push_back(i);
+  }
+  if (impls.empty()) throw Error("--impl expects fused, naive or fused,naive");
+  return impls;
+}
+
+// --model: the spec's own impl= wins (a different --impl is an error); otherwise one case per --impl, by
+// default fused and naive when the mixer has an impl option, else the spec as it is.
+std::vector<PlannedCase> model_cases(const std::string& spec_text, const std::string& impl_flag) {
+  Spec spec = Spec::parse(spec_text);
+  for (const auto& [key, value] : spec.options) {
+    if (key != "impl") continue;
+    if (!impl_flag.empty() && impl_flag != value)
+      throw Error("--impl " + impl_flag + " conflicts with impl=" + value + " in the spec '" + spec_text +
+                  "'; give one of them");
+    component_options(mixer_infos(), "mixer", spec_text);
+    return {{value, spec_text}};
+  }
+  const ComponentInfo& info = find_component(mixer_infos(), "mixer", spec.name);
+  const bool has_impl =
+      std::any_of(info.options.begin(), info.options.end(), [](const OptionInfo& o) { return o.key == "impl"; });
+  if (!has_impl && !impl_flag.empty())
+    throw Error("mixer " + spec.name + " has no fused and naive implementations (no 'impl' option); drop --impl");
+  component_options(mixer_infos(), "mixer", spec_text);
+  if (!has_impl) return {{"", spec_text}};
+  std::vector<PlannedCase> cases;
+  for (const auto& impl : parse_impls(impl_flag.empty() ? "fused,naive" : impl_flag)) {
+    Spec with_impl = spec;
+    with_impl.options.emplace_back("impl", impl);
+    cases.push_back({impl, with_impl.str()});
+  }
+  return cases;
+}
+
+BenchPlan make_plan(const BenchArgs& a) {
+  if (a.op.empty() == a.model.empty()) throw Error("bench needs exactly one of --op NAME and --model SPEC");
+  if (!a.op.empty()) {
+    const auto& ops = bench_op_names();
+    if (std::find(ops.begin(), ops.end(), a.op) == ops.end())
+      throw Error("unknown op '" + a.op + "'; valid ops: " + joined(ops));
+  }
+  if (a.shape.empty()) throw Error("bench needs --shape");
+  if (a.repeats < 1) throw Error("--repeats must be at least 1");
+  if (a.warmup < 0) throw Error("--warmup must not be negative");
+  if (a.threads < 0) throw Error("--threads must not be negative");
+  BenchPlan plan;
+  plan.shape = parse_shape(a.shape, a);
+  if (!a.op.empty()) {
+    for (const auto& impl : parse_impls(a.impl.empty() ? "fused,naive" : a.impl)) plan.cases.push_back({impl, ""});
+  } else {
+    plan.cases = model_cases(a.model, a.impl);
+  }
+  return plan;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::vector<std::string> dims;
+  for (int64_t d : shape) dims.push_back(std::to_string(d));
+  return joined(dims, ",");
+}
+
+OpShape op_shape(const std::vector<int64_t>& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
+
+std::string case_name(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
+  return (a.op.empty() ? "mixer " + c.spec : "op " + a.op + " (" + c.impl + ")") + " at shape " +
+         shape_text(plan.shape);
+}
+
+// The child's side: time the one case and print its timings and peak resident memory as one JSON line.
+int run_child_case(const BenchArgs& a, const BenchPlan& plan) {
+  if (plan.cases.size() != 1) throw Error("--child-case runs exactly one case");
+  const PlannedCase& c = plan.cases.front();
+  const auto& s = plan.shape;
+  BenchCase bench_case =
+      a.op.empty() ? make_mixer_case(c.spec, s[0], s[1], s[2]) : make_op_case(a.op, c.impl, op_shape(s));
+  const BenchTimes times = time_case(bench_case, {a.warmup, a.repeats, a.backward}, case_name(a, plan, c));
+  nlohmann::json j = {{"fwd_ms", times.fwd_ms}, {"peak_mb", peak_resident_mib()}};
+  if (times.fwdbwd_ms) j["fwdbwd_ms"] = *times.fwdbwd_ms;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+struct ChildOutput {
+  int status = 0;
+  std::string out, err;
+};
+
+// Runs this binary with args (argv[0] first), capturing its stdout and stderr.
+ChildOutput run_self(const std::vector<std::string>& args) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  std::vector<char*> argv;
+  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (spawned != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    throw Error(std::string("cannot start /proc/self/exe for a benchmark case: ") + std::strerror(spawned));
+  }
+  ChildOutput result;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  for (int open = 2; open > 0;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  for (const auto& f : fds)
+    if (f.fd >= 0) close(f.fd);
+  while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) continue;
+  return result;
+}
+
+CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
+  std::vector<std::string> args = {"seqmix", "bench", "--child-case", "--shape", shape_text(plan.shape)};
+  args.insert(args.end(), {"--repeats", std::to_string(a.repeats), "--warmup", std::to_string(a.warmup)});
+  args.insert(args.end(), {"--threads", std::to_string(a.threads)});
+  if (a.op.empty()) {
+    args.insert(args.end(), {"--model", c.spec});
+  } else {
+    args.insert(args.end(), {"--op", a.op, "--impl", c.impl});
+  }
+  if (a.backward) args.push_back("--backward");
+  const ChildOutput child = run_self(args);
+  const std::string what = case_name(a, plan, c);
+  if (WIFSIGNALED(child.status))
+    throw Error(what + " was killed by signal " + std::to_string(WTERMSIG(child.status)) + " (" +
+                strsignal(WTERMSIG(child.status)) + ")");
+  const auto err_lines = split(child.err, '\n');
+  if (!WIFEXITED(child.status) || WEXITSTATUS(child.status) != 0) {
+    const std::string prefix = "seqmix: error: ";
+    for (auto line = err_lines.rbegin(); line != err_lines.rend(); ++line)
+      if (line->rfind(prefix, 0) == 0) {
+        const std::string message = line->substr(prefix.size());
+        throw Error(message.rfind(what, 0) == 0 ? message : what + ": " + message);
+      }
+    throw Error(what + " failed" + (err_lines.empty() ? "" : ": " + err_lines.front()));
+  }
+  for (const auto& line : err_lines)
+    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());  // the child's warnings
+  const auto out_lines = split(child.out, '\n');
+  const auto j = nlohmann::json::parse(out_lines.empty() ? "" : out_lines.back(), nullptr, false);
+  if (!j.is_object() || !j.contains("fwd_ms") || !j.contains("peak_mb"))
+    throw Error(what + ": the benchmark process printed no timings");
+  CaseResult r;
+  r.times.fwd_ms = j["fwd_ms"].get<double>();
+  if (j.contains("fwdbwd_ms")) r.times.fwdbwd_ms = j["fwdbwd_ms"].get<double>();
+  r.peak_mb = j["peak_mb"].get<double>();
+  return r;
+}
+
+// x rounded to `decimals` decimal places (printed by JSON without binary noise).
+double rounded(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(x * scale) / scale;
+}
+
+// GFLOP/s of factor x the op's forward flops in ms; nullopt for mixers and ops without a flop count.
+std::optional<double> gflops(const BenchArgs& a, const BenchPlan& plan, double factor, double ms) {
+  if (a.op.empty()) return std::nullopt;
+  const std::optional<double> flops = op_forward_flops(a.op, op_shape(plan.shape));
+  if (!flops) return std::nullopt;
+  return factor * *flops / (ms / 1e3) / 1e9;
+}
+
+nlohmann::ordered_json json_or_null(const std::optional<double>& x, int decimals) {
+  return x ? nlohmann::ordered_json(rounded(*x, decimals)) : nlohmann::ordered_json();
+}
+
+std::string fixed(double x, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, x);
+  return text;
+}
+
+void print_json(const BenchArgs& a, const BenchPlan& plan, const std::vector<CaseResult>& results, double ref_gflops) {
+  const double tokens = static_cast<double>(plan.shape[0] * plan.shape[1]);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& c = plan.cases[i];
+    const auto& t = results[i].times;
+    nlohmann::ordered_json j;
+    if (a.op.empty()) {
+      j["model"] = c.spec;
+    } else {
+      j["op"] = a.op;
+    }
+    j["impl"] = c.impl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.impl);
+    j["shape"] = plan.shape;
+    j["fwd_ms"] = rounded(t.fwd_ms, 4);
+    if (t.fwdbwd_ms) j["fwdbwd_ms"] = rounded(*t.fwdbwd_ms, 4);
+    j["tokens_per_s"] = std::llround(tokens / (t.fwd_ms / 1e3));
+    if (t.fwdbwd_ms) j["fwdbwd_tokens_per_s"] = std::llround(tokens / (*t.fwdbwd_ms / 1e3));
+    j["peak_mb"] = rounded(results[i].peak_mb, 1);
+    j["ref_gflops"] = rounded(ref_gflops, 2);
+    j["gflops"] = json_or_null(gflops(a, plan, 1, t.fwd_ms), 2);
+    if (t.fwdbwd_ms) j["fwdbwd_gflops"] = json_or_null(gflops(a, plan, kForwardBackwardFlopFactor, *t.fwdbwd_ms), 2);
+    std::printf("%s\n", j.dump().c_str());
+  }
+}
+
+// "fused is 3.1x faster than naive (fwd)", when both were timed.
+void print_ratio(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
+  std::optional<size_t> fused, naive;
+  for (size_t i = 0; i < plan.cases.size(); ++i) {
+    if (plan.cases[i].impl == "fused") fused = i;
+    if (plan.cases[i].impl == "naive") naive = i;
+  }
+  if (!fused || !naive) return;
+  auto line = [](double fused_ms, double naive_ms, const char* pass) {
+    const double ratio = naive_ms / fused_ms;
+    if (ratio >= 1)
+      std::printf("fused is %.1fx faster than naive (%s)\n", ratio, pass);
+    else
+      std::printf("fused is %.1fx slower than naive (%s)\n", 1 / ratio, pass);
+  };
+  line(results[*fused].times.fwd_ms, results[*naive].times.fwd_ms, "fwd");
+  if (backward) line(*results[*fused].times.fwdbwd_ms, *results[*naive].times.fwdbwd_ms, "fwd+bwd");
+}
+
+void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<CaseResult>& results, double ref_gflops) {
+  const double tokens = static_cast<double>(plan.shape[0] * plan.shape[1]);
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({a.op.empty() ? "mixer" : "op", "impl", "shape", "fwd ms", "tokens/s", "GFLOP/s"});
+  if (a.backward) rows.back().insert(rows.back().end(), {"fwd+bwd ms", "tokens/s", "GFLOP/s"});
+  rows.back().push_back("peak MiB");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& t = results[i].times;
+    auto gflops_text = [&](double factor, double ms) {
+      const std::optional<double> g = gflops(a, plan, factor, ms);
+      return g ? fixed(*g, 1) : "-";
+    };
+    std::vector<std::string> row = {a.op.empty() ? plan.cases[i].spec : a.op,
+                                    plan.cases[i].impl.empty() ? "-" : plan.cases[i].impl,
+                                    shape_text(plan.shape),
+                                    fixed(t.fwd_ms, 3),
+                                    fixed(tokens / (t.fwd_ms / 1e3), 0),
+                                    gflops_text(1, t.fwd_ms)};
+    if (t.fwdbwd_ms)
+      row.insert(row.end(), {fixed(*t.fwdbwd_ms, 3), fixed(tokens / (*t.fwdbwd_ms / 1e3), 0),
+                             gflops_text(kForwardBackwardFlopFactor, *t.fwdbwd_ms)});
+    row.push_back(fixed(results[i].peak_mb, 1));
+    rows.push_back(row);
+  }
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const size_t pad = width[c] - row[c].size();
+      line += c < 3 ? row[c] + std::string(pad, ' ') : std::string(pad, ' ') + row[c];  // text left, numbers right
+      if (c + 1 < row.size()) line += "  ";
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  print_ratio(plan, results, a.backward);
+  std::printf("reference matmul: %.1f GFLOP/s (1024x1024 fp32, median of 7)\n", ref_gflops);
+}
+
+int run_bench(const BenchArgs& a) {
+  const BenchPlan plan = make_plan(a);
+  set_threads(a.threads);
+  if (a.child_case) return run_child_case(a, plan);
+  const double ref_gflops = matmul_gflops(1024);
+  std::vector<CaseResult> results;
+  for (const auto& c : plan.cases) results.push_back(run_case_in_child(a, plan, c));
+  if (a.json)
+    print_json(a, plan, results, ref_gflops);
+  else
+    print_table(a, plan, results, ref_gflops);
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* sub = app.add_subcommand("bench", "time an op (fused vs naive) or a mixer: forward, forward+backward, memory");
+  sub->add_option("--op", a->op, "op: " + joined(bench_op_names()));
+  sub->add_option("--model", a->model, "mixer spec, e.g. gla:heads=4 (times the mixer on randn [B,T,D])");
+  sub->add_option("--shape", a->shape,
+                  "B,T,H,dk,dv for --op (aft and ssm use C = H*dv channels, ssm N = dk states; aft and lrnn_decay "
+                  "ignore dk), B,T,D for --model");
+  sub->add_option("--impl", a->impl,
+                  "fused, naive or fused,naive (default: both; for --model, both when the mixer has an impl option)");
+  sub->add_flag("--backward", a->backward, "also time forward+backward");
+  sub->add_flag("--json", a->json, "one JSON object per line");
+  sub->add_option("--repeats", a->repeats, "timed runs (the median is reported)")->capture_default_str();
+  sub->add_option("--warmup", a->warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_flag("--child-case", a->child_case, "run one case in this process (used by bench itself)")->group("");
+  sub->callback([&action, a] { action = [a] { return run_bench(*a); }; });
+}
+
+}  // namespace seqmix::cli

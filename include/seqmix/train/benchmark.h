@@ -1,0 +1,74 @@
+#pragma once
+// Timing of the ops and mixers (`seqmix bench`, bench/*_bench.cpp): a case holds its inputs, created once,
+// and runs forward (no autograd) or forward+backward (a fixed random upstream gradient into the leaves).
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace seqmix {
+
+// B, T, H, dk, dv of an op benchmark; ops on [B,T,C] channels use C = H*dv.
+struct OpShape {
+  int64_t batch = 1, length = 1, heads = 1, dk = 1, dv = 1;
+};
+
+// attention, fem_softmax_read, linear_attention, gla, aft, lrnn_decay, ssm.
+const std::vector<std::string>& bench_op_names();
+// fused, naive.
+const std::vector<std::string>& bench_impl_names();
+
+class BenchCase {
+ public:
+  // forward computes the outputs from inputs it holds; leaves are those inputs (and parameters) that
+  // take gradients.
+  BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves);
+
+  // The outputs, computed without autograd.
+  std::vector<at::Tensor> forward() const;
+  // Forward, then backward of the fixed upstream gradient (drawn on the first call) into the leaves,
+  // whose gradients are reset first.
+  void forward_backward();
+  // Throws Error "<what> returned non-finite ..." unless the outputs, and after forward_backward the
+  // leaves' gradients, are all finite.
+  void check_finite(const std::string& what) const;
+
+ private:
+  std::function<std::vector<at::Tensor>()> forward_;
+  std::vector<at::Tensor> leaves_;
+  std::vector<at::Tensor> upstream_;
+};
+
+// The op's inputs at `shape` (fixed seed) and its fused or naive implementation. Throws Error for an
+// unknown op or impl.
+BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape);
+// A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs.
+BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim);
+
+struct BenchSettings {
+  int warmup = 2;
+  int repeats = 5;
+  bool backward = false;  // also time forward+backward
+};
+
+struct BenchTimes {
+  double fwd_ms = 0;
+  std::optional<double> fwdbwd_ms;  // with BenchSettings::backward
+};
+
+// Medians of `repeats` runs after `warmup` runs; checks the results are finite once (naming `what`).
+BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const std::string& what);
+
+// Model flops of one forward where a standard count exists: causal attention 2 B H T(T+1)/2 (dk + dv),
+// fem_softmax_read the same with the [v, e] read of width 2 dv, linear_attention and gla the state path
+// 4 B T H dk dv; nullopt for aft, lrnn_decay and ssm (elementwise scans).
+std::optional<double> op_forward_flops(const std::string& op, const OpShape& shape);
+// Forward+backward flops by convention: 3.5 x the forward's (the backward as 2.5 forwards).
+constexpr double kForwardBackwardFlopFactor = 3.5;
+
+// This process's peak resident memory (VmHWM) in MiB; 0 when /proc is unavailable.
+double peak_resident_mib();
+
+}  // namespace seqmix

@@ -1,0 +1,297 @@
+// Chunked gated linear attention on the CPU: chunks of kChunk positions in log space, the intra-chunk
+// part by block products with the exp(c_t - c_i) mask, the inter-chunk part through a carried state.
+// The normaliser rides along as an extra value column of ones (values [v, 1], state [S, z]), so one
+// set of block products serves both reads. The forward saves the state entering each chunk; the
+// backward walks the chunks in reverse, carrying the gradient of the state leaving the chunk.
+// Parallel over (batch, head); the block products go to kernel::gemm. Derivation in README.md.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../checks.h"
+#include "../kernel_utils.h"
+#include "fused_kernels.h"
+#include "seqmix/ops/gla.h"
+
+namespace seqmix::ops {
+namespace {
+
+constexpr int64_t kChunk = 64;
+
+struct Dims {
+  int64_t B, T, H, dk, dv;
+  int64_t width() const { return dv + 1; }  // augmented value width: [v, 1]
+  int64_t chunks() const { return (T + kChunk - 1) / kChunk; }
+};
+
+// Decay factors of one chunk of n positions from its log decays (stride H apart), all exponents <= 0:
+//   c_t = a_0 + ... + a_t (local log cumsum), decay_in[t] = e^{c_t} (from the chunk's entry state to t),
+//   decay_out[i] = e^{c_last - c_i} (from i to the chunk's exit state),
+//   mask[t,i] = e^{c_t - c_i} for i <= t, else 0   [n,n].
+template <typename T>
+void chunk_decay(const T* log_decay, int64_t stride, int64_t n, T* c, T* decay_in, T* decay_out, T* mask) {
+  T sum = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    sum += log_decay[t * stride];
+    c[t] = sum;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    decay_in[t] = kernel::fast_exp(c[t]);
+    decay_out[t] = kernel::fast_exp(c[n - 1] - c[t]);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    T* row = mask + t * n;
+    for (int64_t i = 0; i <= t; ++i) row[i] = kernel::fast_exp(c[t] - c[i]);
+    std::fill(row + t + 1, row + n, T(0));
+  }
+}
+
+// out[r, :cols] = scale[r] * in[r, :cols] for n rows (in with leading dimension ld_in, out packed).
+template <typename T>
+void scale_rows(const T* in, int64_t ld_in, int64_t n, int64_t cols, const T* scale, T* out) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < cols; ++j) out[r * cols + j] = scale[r] * in[r * ld_in + j];
+}
+
+// Packs n rows of width dv (leading dimension ld) and a last column `last` (stride last_stride, or the
+// constant 1 when null) into [n, dv+1].
+template <typename T>
+void pack_augmented(const T* rows, int64_t ld, const T* last, int64_t last_stride, int64_t n, int64_t dv, T* out) {
+  const int64_t width = dv + 1;
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy(rows + r * ld, rows + r * ld + dv, out + r * width);
+    out[r * width + dv] = last ? last[r * last_stride] : T(1);
+  }
+}
+
+template <typename T>
+void multiply(T* x, const T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= y[i];
+}
+
+template <typename T>
+void add(T* x, const T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+template <typename T>
+T dot(const T* x, const T* y, int64_t n) {
+  T acc[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) acc[j] += x[i + j] * y[i + j];
+  T s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// Per-thread buffers of one (b,h) task.
+template <typename T>
+struct Workspace {
+  std::vector<T> c, decay_in, decay_out, mask, scores, dscores, pair_grads, values, grads, scaled_q, scaled_k,
+      scaled_v, scaled_g, through_state, out, state, dstate, decay_grad, column_sums;
+  explicit Workspace(const Dims& d) {
+    const size_t n = kChunk, w = static_cast<size_t>(d.width()), dk = static_cast<size_t>(d.dk);
+    for (auto* v : {&c, &decay_in, &decay_out, &decay_grad, &column_sums}) v->resize(n);
+    for (auto* v : {&mask, &scores, &dscores, &pair_grads}) v->resize(n * n);
+    for (auto* v : {&values, &grads, &scaled_v, &scaled_g, &out}) v->resize(n * w);
+    for (auto* v : {&scaled_q, &scaled_k, &through_state}) v->resize(n * dk);
+    for (auto* v : {&state, &dstate}) v->resize(dk * w);
+  }
+};
+
+// q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] -> numerator [B,T,H,dv], normaliser [B,T,H] and the
+// augmented state [S, z] entering every chunk, states [B,H,chunks,dk,dv+1].
+template <typename T>
+void forward_kernel(const T* q, const T* k, const T* v, const T* log_decay, T* numerator, T* normaliser, T* states,
+                    const Dims& d) {
+  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = d.chunks();
+  const int64_t ld_qk = H * dk, ld_v = H * dv;
+  at::parallel_for(0, d.B * H, 1, [&](int64_t begin, int64_t end) {
+    Workspace<T> ws(d);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H, h = task % H;
+      T* state = ws.state.data();  // [dk, dv+1]: [S, z] entering the chunk
+      std::fill(state, state + dk * w, T(0));
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t t0 = chunk * kChunk, n = std::min(kChunk, d.T - t0);
+        const int64_t row = (b * d.T + t0) * H + h;  // (b, t0, h)
+        const T* Q = q + row * dk;
+        const T* K = k + row * dk;
+        chunk_decay(log_decay + row, H, n, ws.c.data(), ws.decay_in.data(), ws.decay_out.data(), ws.mask.data());
+        T* values = ws.values.data();  // [n, dv+1] = [v, 1]
+        pack_augmented<T>(v + row * dv, ld_v, nullptr, 0, n, dv, values);
+        std::copy(state, state + dk * w, states + (task * chunks + chunk) * dk * w);
+
+        // Intra-chunk: scores = (Q K^T) ⊙ mask [n,n]; out = scores [v,1] + diag(e^c) Q [S,z]  [n, dv+1].
+        T* scores = ws.scores.data();
+        kernel::gemm(false, true, n, n, dk, T(1), Q, ld_qk, K, ld_qk, T(0), scores, n);
+        multiply(scores, ws.mask.data(), n * n);
+        T* out = ws.out.data();
+        kernel::gemm(false, false, n, w, n, T(1), scores, n, values, w, T(0), out, w);
+        scale_rows(Q, ld_qk, n, dk, ws.decay_in.data(), ws.scaled_q.data());
+        kernel::gemm(false, false, n, w, dk, T(1), ws.scaled_q.data(), dk, state, w, T(1), out, w);
+        for (int64_t t = 0; t < n; ++t) {
+          std::copy(out + t * w, out + t * w + dv, numerator + (row + t * H) * dv);
+          normaliser[row + t * H] = out[t * w + dv];
+        }
+
+        // Exit state: e^{c_last} [S, z] + (diag(e^{c_last - c}) K)^T [v, 1].
+        scale_rows(K, ld_qk, n, dk, ws.decay_out.data(), ws.scaled_k.data());
+        kernel::gemm(true, false, dk, w, n, T(1), ws.scaled_k.data(), dk, values, w, ws.decay_in[n - 1], state, w);
+      }
+    }
+  });
+}
+
+// Gradients w.r.t. q, k, v, log_decay from those w.r.t. the numerator [B,T,H,dv] and normaliser [B,T,H].
+template <typename T>
+void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, const T* states, const T* grad_numerator,
+                     const T* grad_normaliser, T* dq, T* dk_out, T* dv_out, T* dlog_decay, const Dims& d) {
+  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = d.chunks();
+  const int64_t ld_qk = H * dk, ld_v = H * dv;
+  at::parallel_for(0, d.B * H, 1, [&](int64_t begin, int64_t end) {
+    Workspace<T> ws(d);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H, h = task % H;
+      T* dstate = ws.dstate.data();  // [dk, dv+1]: gradient w.r.t. [S, z] leaving the chunk
+      std::fill(dstate, dstate + dk * w, T(0));
+      for (int64_t chunk = chunks - 1; chunk >= 0; --chunk) {
+        const int64_t t0 = chunk * kChunk, n = std::min(kChunk, d.T - t0);
+        const int64_t row = (b * d.T + t0) * H + h;
+        const T* Q = q + row * dk;
+        const T* K = k + row * dk;
+        T* dQ = dq + row * dk;
+        T* dK = dk_out + row * dk;
+        T* dV = dv_out + row * dv;
+        const T* state = states + (task * chunks + chunk) * dk * w;  // [S, z] entering the chunk
+        const T* decay_in = ws.decay_in.data();
+        const T* decay_out = ws.decay_out.data();
+        const T* mask = ws.mask.data();
+        chunk_decay(log_decay + row, H, n, ws.c.data(), ws.decay_in.data(), ws.decay_out.data(), ws.mask.data());
+        T* values = ws.values.data();  // [n, dv+1] = [v, 1]
+        T* grads = ws.grads.data();    // [n, dv+1] = [grad numerator, grad normaliser]
+        pack_augmented<T>(v + row * dv, ld_v, nullptr, 0, n, dv, values);
+        pack_augmented<T>(grad_numerator + row * dv, ld_v, grad_normaliser + row, H, n, dv, grads);
+
+        // scores = (Q K^T) ⊙ mask; dscores = (grads [v,1]^T) ⊙ mask, the gradient w.r.t. Q K^T;
+        // pair_grads = (grads [v,1]^T) ⊙ scores, the gradient w.r.t. each pair's log weight c_t - c_i.
+        T* scores = ws.scores.data();
+        T* dscores = ws.dscores.data();
+        T* pair_grads = ws.pair_grads.data();
+        kernel::gemm(false, true, n, n, dk, T(1), Q, ld_qk, K, ld_qk, T(0), scores, n);
+        multiply(scores, mask, n * n);
+        kernel::gemm(false, true, n, n, w, T(1), grads, w, values, w, T(0), dscores, n);
+        for (int64_t j = 0; j < n * n; ++j) pair_grads[j] = dscores[j] * scores[j];
+        multiply(dscores, mask, n * n);
+
+        // dq = dscores K + diag(e^c) grads [S,z]^T (the second term, from the entry state, kept apart in
+        // `through_state` for the decay gradient; likewise for dk).
+        T* through_state = ws.through_state.data();  // [n, dk]
+        T* decay_grad = ws.decay_grad.data();        // [n]
+        T* scaled_g = ws.scaled_g.data();
+        scale_rows(grads, w, n, w, decay_in, scaled_g);
+        kernel::gemm(false, false, n, dk, n, T(1), dscores, n, K, ld_qk, T(0), dQ, ld_qk);
+        kernel::gemm(false, true, n, dk, w, T(1), scaled_g, w, state, w, T(0), through_state, dk);
+        // Decay (README): d a_r = sum_{i < r <= t} pair_grads[t,i] + sum_{t >= r} q_t . dq_t(entry state)
+        //   + sum_{i < r} k_i . dk_i(exit state) + e^{c_last} <dstate, entry state>.
+        const T through_carry = decay_in[n - 1] * dot(dstate, state, dk * w);
+        T suffix = 0;
+        for (int64_t t = n - 1; t >= 0; --t) {
+          suffix += dot(Q + t * ld_qk, through_state + t * dk, dk);
+          decay_grad[t] = suffix + through_carry;
+          add(dQ + t * ld_qk, through_state + t * dk, dk);
+        }
+        // Pairs i < r <= t: walk r down, keeping column sums over the rows t >= r.
+        T* column_sums = ws.column_sums.data();
+        std::fill(column_sums, column_sums + n, T(0));
+        for (int64_t r = n - 1; r > 0; --r) {
+          add(column_sums, pair_grads + r * n, r);
+          decay_grad[r] += kernel::row_sum(column_sums, r);
+        }
+
+        // dk = dscores^T Q + diag(e^{c_last - c}) [v,1] dstate^T.
+        scale_rows(values, w, n, w, decay_out, ws.scaled_v.data());
+        kernel::gemm(true, false, n, dk, n, T(1), dscores, n, Q, ld_qk, T(0), dK, ld_qk);
+        kernel::gemm(false, true, n, dk, w, T(1), ws.scaled_v.data(), w, dstate, w, T(0), through_state, dk);
+        T prefix = 0;
+        for (int64_t t = 0; t < n; ++t) {
+          decay_grad[t] += prefix;
+          prefix += dot(K + t * ld_qk, through_state + t * dk, dk);
+          add(dK + t * ld_qk, through_state + t * dk, dk);
+          dlog_decay[row + t * H] = decay_grad[t];
+        }
+        // dv = scores^T grad_numerator + diag(e^{c_last - c}) K dS (the first dv columns).
+        scale_rows(K, ld_qk, n, dk, decay_out, ws.scaled_k.data());
+        kernel::gemm(true, false, n, dv, n, T(1), scores, n, grads, w, T(0), dV, ld_v);
+        kernel::gemm(false, false, n, dv, dk, T(1), ws.scaled_k.data(), dk, dstate, w, T(1), dV, ld_v);
+
+        // Gradient w.r.t. the entry state: e^{c_last} dstate + Q^T diag(e^c) grads.
+        kernel::gemm(true, false, dk, w, n, T(1), Q, ld_qk, scaled_g, w, decay_in[n - 1], dstate, w);
+      }
+    }
+  });
+}
+
+void check_gla_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& log_decay) {
+  check_rank(q, op, "q", 4, "B,T,H,dk");
+  check_rank(k, op, "k", 4, "B,T,H,dk");
+  check_rank(v, op, "v", 4, "B,T,H,dv");
+  check_rank(log_decay, op, "log_decay", 3, "B,T,H");
+  check_same_float_dtype(op, {q, k, v, log_decay});
+  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble, op,
+              ": supports float32 and float64 (got ", q.scalar_type(), ")");
+  TORCH_CHECK(q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu() && log_decay.device().is_cpu(), op,
+              ": CPU tensors only");
+  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ", k.sizes(),
+              ")");
+  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3) && log_decay.sizes() == q.sizes().slice(0, 3), op,
+              ": v and log_decay must share [B,T,H] with q (got ", v.sizes(), ", ", log_decay.sizes(), ", ",
+              q.sizes(), ")");
+}
+
+}  // namespace
+
+namespace gla_kernel {
+
+// Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]}.
+std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                          const at::Tensor& log_decay_in) {
+  check_gla_args("gla_fused", q_in, k_in, v_in, log_decay_in);
+  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
+  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+  auto numerator = at::empty({d.B, d.T, d.H, d.dv}, q.options());
+  auto normaliser = at::empty({d.B, d.T, d.H}, q.options());
+  auto states = at::empty({d.B, d.H, d.chunks(), d.dk, d.width()}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_forward", [&] {
+    forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                             a.data_ptr<scalar_t>(), numerator.data_ptr<scalar_t>(), normaliser.data_ptr<scalar_t>(),
+                             states.data_ptr<scalar_t>(), d);
+  });
+  return {numerator, normaliser, states};
+}
+
+// Returns {dq, dk, dv, dlog_decay}; an undefined upstream gradient counts as zeros.
+std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
+                                           const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                           const at::Tensor& log_decay_in, const at::Tensor& states_in) {
+  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
+  auto states = states_in.contiguous();
+  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+  auto g_num = grad_numerator.defined() ? grad_numerator.contiguous() : at::zeros({d.B, d.T, d.H, d.dv}, q.options());
+  auto g_den = grad_normaliser.defined() ? grad_normaliser.contiguous() : at::zeros({d.B, d.T, d.H}, q.options());
+  auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), da = at::empty_like(a);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_backward", [&] {
+    backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                              a.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), g_num.data_ptr<scalar_t>(),
+                              g_den.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                              dv.data_ptr<scalar_t>(), da.data_ptr<scalar_t>(), d);
+  });
+  return {dq, dk, dv, da};
+}
+
+}  // namespace gla_kernel
+}  // namespace seqmix::ops

@@ -1,0 +1,15 @@
+#include "seqmix/ops/impl.h"
+
+#include "seqmix/io/error.h"
+
+namespace seqmix::ops {
+
+Impl parse_impl(const std::string& name) {
+  if (name == "fused") return Impl::fused;
+  if (name == "naive") return Impl::naive;
+  throw Error("unknown implementation '" + name + "'; valid: fused, naive");
+}
+
+const char* impl_name(Impl impl) { return impl == Impl::fused ? "fused" : "naive"; }
+
+}  // namespace seqmix::ops

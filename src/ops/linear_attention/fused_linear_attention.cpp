@@ -1,0 +1,30 @@
+// Linear attention with O(T d) memory: the causal read is GLA's chunked scan with zero decay, the
+// bidirectional read contracts the keys and values once per head.
+#include <ATen/ATen.h>
+
+#include "../checks.h"
+#include "seqmix/ops/gla.h"
+#include "seqmix/ops/linear_attention.h"
+
+namespace seqmix::ops {
+
+PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  const char* op = "linear_attention_fused";
+  check_rank(q, op, "q", 4, "B,T,H,dk");
+  check_rank(k, op, "k", 4, "B,T,H,dk");
+  check_rank(v, op, "v", 4, "B,T,H,dv");
+  check_same_float_dtype(op, {q, k, v});
+  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ",
+              k.sizes(), ")");
+  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3), op,
+              ": v must share [B,T,H] with q (got ", v.sizes(), " and ", q.sizes(), ")");
+  if (causal) return gla_fused(q, k, v, at::zeros(q.sizes().slice(0, 3), q.options()));
+  auto kv = at::einsum("bthd,bthe->bhde", {k, v});  // [B,H,dk,dv]
+  auto k_sum = k.sum(1);                             // [B,H,dk]
+  PriorRead read;
+  read.numerator = at::einsum("bthd,bhde->bthe", {q, kv});
+  read.normaliser = (q * k_sum.unsqueeze(1)).sum(-1);
+  return read;
+}
+
+}  // namespace seqmix::ops

@@ -1,0 +1,257 @@
+#include "seqmix/train/benchmark.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "seqmix/io/error.h"
+#include "seqmix/models/registry.h"
+#include "seqmix/ops/aft.h"
+#include "seqmix/ops/attention.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/gla.h"
+#include "seqmix/ops/linear_attention.h"
+#include "seqmix/ops/ssm.h"
+
+namespace seqmix {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+
+at::Tensor leaf(const at::Tensor& t) { return t.detach().requires_grad_(); }
+// Non-negative features (a normalised linear read): relu(x) + 1e-6.
+at::Tensor features(at::IntArrayRef shape) { return leaf(torch::relu(torch::randn(shape)) + 1e-6); }
+
+BenchCase attention_case(bool fused, const OpShape& s) {
+  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+  return BenchCase(
+      [=] {
+        return Tensors{fused ? ops::softmax_attention_fused(q, k, v, true, scale)
+                             : ops::softmax_attention_naive(q, k, v, true, scale)};
+      },
+      {q, k, v});
+}
+
+BenchCase fem_softmax_read_case(bool fused, const OpShape& s) {
+  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  const auto beta = leaf(torch::softplus(torch::randn({s.heads * s.dv})) + 0.5);
+  const double cap = 40, scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+  return BenchCase(
+      [=] {
+        const ops::FemRead r = fused ? ops::fem_softmax_read_fused(q, k, v, beta, cap, true, scale)
+                                     : ops::fem_softmax_read_naive(q, k, v, beta, cap, true, scale);
+        return Tensors{r.mean, r.free_energy};
+      },
+      {q, k, v, beta});
+}
+
+BenchCase linear_attention_case(bool fused, const OpShape& s) {
+  const auto q = features({s.batch, s.length, s.heads, s.dk});
+  const auto k = features({s.batch, s.length, s.heads, s.dk});
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  return BenchCase(
+      [=] {
+        const ops::PriorRead r =
+            fused ? ops::linear_attention_fused(q, k, v, true) : ops::linear_attention_naive(q, k, v, true);
+        return Tensors{r.numerator, r.normaliser};
+      },
+      {q, k, v});
+}
+
+// GLA's read with a gentle decay, log_decay = logsigmoid(randn) / 16 [B,T,H].
+BenchCase gla_read_case(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, Tensors leaves) {
+  const auto log_decay = leaf(torch::log_sigmoid(torch::randn({q.size(0), q.size(1), q.size(2)})) / 16);
+  leaves.push_back(log_decay);
+  return BenchCase(
+      [=] {
+        const ops::PriorRead r = fused ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
+        return Tensors{r.numerator, r.normaliser};
+      },
+      std::move(leaves));
+}
+
+BenchCase gla_case(bool fused, const OpShape& s) {
+  const auto q = features({s.batch, s.length, s.heads, s.dk});
+  const auto k = features({s.batch, s.length, s.heads, s.dk});
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  return gla_read_case(fused, q, k, v, {q, k, v});
+}
+
+// LRNN-decay: GLA with unit features q = k = 1 of width 1 (constants, not leaves); dk is not used.
+BenchCase lrnn_decay_case(bool fused, const OpShape& s) {
+  const auto ones = torch::ones({s.batch, s.length, s.heads, 1});
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  return gla_read_case(fused, ones, ones, v, {v});
+}
+
+// Per-channel keys and values [B,T,C], C = H*dv; dk is not used.
+BenchCase aft_case(bool fused, const OpShape& s) {
+  const auto k = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
+  return BenchCase(
+      [=] {
+        const ops::PriorRead r = fused ? ops::aft_fused(k, v) : ops::aft_naive(k, v);
+        return Tensors{r.numerator, r.normaliser};
+      },
+      {k, v});
+}
+
+// Channels C = H*dv, states N = dk: u [B,T,C], delta > 0 [B,T,C], A < 0 [C,N], b, c >= 0 [B,T,N].
+BenchCase ssm_case(bool fused, const OpShape& s) {
+  const int64_t channels = s.heads * s.dv;
+  const auto u = leaf(torch::randn({s.batch, s.length, channels}));
+  const auto delta = leaf(torch::softplus(torch::randn({s.batch, s.length, channels})));
+  const auto A = leaf(-torch::exp(0.5 * torch::randn({channels, s.dk})));
+  const auto b = leaf(torch::rand({s.batch, s.length, s.dk}));
+  const auto c = leaf(torch::rand({s.batch, s.length, s.dk}));
+  return BenchCase(
+      [=] { return Tensors{fused ? ops::ssm_scan_fused(u, delta, A, b, c) : ops::ssm_scan_naive(u, delta, A, b, c)}; },
+      {u, delta, A, b, c});
+}
+
+struct OpEntry {
+  std::string name;
+  BenchCase (*make)(bool fused, const OpShape& shape);
+};
+
+const std::vector<OpEntry>& op_table() {
+  static const std::vector<OpEntry> table = {{"attention", attention_case},
+                                             {"fem_softmax_read", fem_softmax_read_case},
+                                             {"linear_attention", linear_attention_case},
+                                             {"gla", gla_case},
+                                             {"aft", aft_case},
+                                             {"lrnn_decay", lrnn_decay_case},
+                                             {"ssm", ssm_case}};
+  return table;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+double median_ms(int repeats, const std::function<void()>& run) {
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t mid = ms.size() / 2;
+  return ms.size() % 2 ? ms[mid] : 0.5 * (ms[mid - 1] + ms[mid]);
+}
+
+bool all_finite(const at::Tensor& t) { return torch::isfinite(t).all().item<bool>(); }
+
+}  // namespace
+
+const std::vector<std::string>& bench_op_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& e : op_table()) out.push_back(e.name);
+    return out;
+  }();
+  return names;
+}
+
+const std::vector<std::string>& bench_impl_names() {
+  static const std::vector<std::string> names = {"fused", "naive"};
+  return names;
+}
+
+BenchCase::BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves)
+    : forward_(std::move(forward)), leaves_(std::move(leaves)) {}
+
+std::vector<at::Tensor> BenchCase::forward() const {
+  torch::NoGradGuard no_grad;
+  return forward_();
+}
+
+void BenchCase::forward_backward() {
+  for (auto& l : leaves_) l.mutable_grad().reset();
+  Tensors outputs;
+  for (auto& o : forward_())
+    if (o.requires_grad()) outputs.push_back(o);
+  if (upstream_.empty())
+    for (const auto& o : outputs) upstream_.push_back(torch::randn_like(o));
+  torch::autograd::backward(outputs, upstream_);
+}
+
+void BenchCase::check_finite(const std::string& what) const {
+  for (const auto& o : forward())
+    if (!all_finite(o)) throw Error(what + " returned non-finite values");
+  for (const auto& l : leaves_)
+    if (l.grad().defined() && !all_finite(l.grad())) throw Error(what + " returned non-finite gradients");
+}
+
+BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape) {
+  if (std::find(bench_impl_names().begin(), bench_impl_names().end(), impl) == bench_impl_names().end())
+    throw Error("unknown impl '" + impl + "'; valid impls: " + joined(bench_impl_names()));
+  for (const auto& e : op_table()) {
+    if (e.name != op) continue;
+    torch::manual_seed(0);
+    return e.make(impl == "fused", shape);
+  }
+  throw Error("unknown op '" + op + "'; valid ops: " + joined(bench_op_names()));
+}
+
+BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim) {
+  torch::manual_seed(0);
+  MixerContext context;
+  context.dim = dim;
+  context.max_len = length;
+  const Mixer mixer = build_mixer(spec, context);
+  const auto x = leaf(torch::randn({batch, length, dim}));
+  Tensors leaves = mixer->parameters();
+  leaves.push_back(x);
+  return BenchCase([mixer, x] { return Tensors{mixer->forward(x)}; }, std::move(leaves));
+}
+
+BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const std::string& what) {
+  BenchTimes times;
+  for (int i = 0; i < settings.warmup; ++i) bench_case.forward();
+  bench_case.check_finite(what);
+  times.fwd_ms = median_ms(settings.repeats, [&] { bench_case.forward(); });
+  if (settings.backward) {
+    for (int i = 0; i < settings.warmup; ++i) bench_case.forward_backward();
+    bench_case.forward_backward();
+    bench_case.check_finite(what);
+    times.fwdbwd_ms = median_ms(settings.repeats, [&] { bench_case.forward_backward(); });
+  }
+  return times;
+}
+
+std::optional<double> op_forward_flops(const std::string& op, const OpShape& s) {
+  const double B = s.batch, T = s.length, H = s.heads, dk = s.dk, dv = s.dv;
+  const double causal_pairs = T * (T + 1) / 2;
+  if (op == "attention") return 2 * B * H * causal_pairs * (dk + dv);
+  if (op == "fem_softmax_read") return 2 * B * H * causal_pairs * (dk + 2 * dv);
+  if (op == "linear_attention" || op == "gla") return 4 * B * T * H * dk * dv;
+  return std::nullopt;
+}
+
+double peak_resident_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    double kib = 0;
+    fields >> kib;
+    return kib / 1024;
+  }
+  return 0;
+}
+
+}  // namespace seqmix
