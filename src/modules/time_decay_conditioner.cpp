@@ -7,7 +7,8 @@
 
 namespace seqmix {
 
-TimeDecayConditionerImpl::TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width) : hidden_(hidden) {
+TimeDecayConditionerImpl::TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width, ops::Impl impl)
+    : hidden_(hidden), impl_(impl) {
   TORCH_CHECK(hidden >= 1 && out_width >= 1, "TimeDecayConditioner: hidden and output widths must be >= 1");
   input_norm = register_module("input_norm", std::make_shared<LayerNormImpl>(dim));
   decay = register_module("decay", torch::nn::Linear(dim, hidden));
@@ -41,7 +42,10 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
   auto t = terms(x, mask);
   // The recurrence is gated linear attention with unit query/key features, one head per channel.
   auto ones = torch::ones({x.size(0), x.size(1), hidden_, 1}, x.options());
-  auto h = ops::gla_naive(ones, ones, t.u.unsqueeze(-1), t.log_decay).numerator.squeeze(-1);
+  const auto values = t.u.unsqueeze(-1);
+  auto h = (impl_ == ops::Impl::fused ? ops::gla_fused(ones, ones, values, t.log_decay)
+                                      : ops::gla_naive(ones, ones, values, t.log_decay))
+               .numerator.squeeze(-1);
   return finish(h, t.gate);
 }
 

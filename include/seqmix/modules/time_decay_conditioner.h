@@ -6,6 +6,7 @@
 //   c_t = (SiLU(a_t / ||a_t||) * LN(h~_t)) W_c                                  (width D_c)
 // W_c starts at zero, so the conditioner is an exact no-op at initialisation. A padding mask zeroes
 // s and u at padded positions: they neither decay nor feed the state.
+#include "seqmix/ops/impl.h"
 #include <torch/nn/modules/linear.h>
 
 #include "seqmix/modules/decode_state.h"
@@ -15,7 +16,8 @@ namespace seqmix {
 
 class TimeDecayConditionerImpl : public torch::nn::Module {
  public:
-  TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width);
+  // impl: the recurrence through the fused chunked scan or the naive T x T form.
+  TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width, ops::Impl impl = ops::Impl::fused);
   // x [B,T,D], mask [B,T] bool or undefined -> c [B,T,D_c]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {});
   // Decode: x_t [B,D] -> c_t [B,D_c]; the state holds h~ under the key "tdc".
@@ -34,6 +36,7 @@ class TimeDecayConditionerImpl : public torch::nn::Module {
   Terms terms(const torch::Tensor& x, const torch::Tensor& mask);
   torch::Tensor finish(const torch::Tensor& h, const torch::Tensor& gate);
   int64_t hidden_;
+  ops::Impl impl_;
 };
 TORCH_MODULE(TimeDecayConditioner);
 

@@ -118,7 +118,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (o.conditioner) {
     const int64_t hidden = o.tdc_hidden > 0 ? o.tdc_hidden : std::max<int64_t>(1, d / 16);
     const int64_t width = d + prior->modulation_width() + (o.temperature ? d : 0) + (o.gate ? d : 0);
-    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width));
+    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width, o.impl));
   }
 }
 

@@ -82,11 +82,36 @@ void clip_and_scale_backward(const T* v, const T* beta, const T* c, const T* dc,
   });
 }
 
+// Packs every key block of every (b, h) once, shifted by the running max at the block's end,
+// M_kb = max(floor, max_{i < k1} u_i) (stored in block_shift [B,H,blocks,dv]): a query block whose rows
+// all see the whole key block uses exactly this pack, so only the blocks on its diagonal band are
+// packed per query block.
 template <typename T>
-void forward_kernel(const T* q, const T* k, const T* c, const T* u, T* mean, T* log_read, T* lse, int64_t B,
-                    int64_t Tq, int64_t S, int64_t H, int64_t dk, int64_t dv, T scale, T shift_floor,
-                    const Visibility& vis) {
-  const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ, w = 2 * dv;
+void pack_key_blocks(const T* c, const T* u, T* packed, T* block_shift, int64_t B, int64_t S, int64_t H, int64_t dv,
+                     T shift_floor) {
+  const int64_t nkb = (S + kBlockK - 1) / kBlockK, w = 2 * dv;
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H, h = task % H;
+      const T* Cbh = c + (b * S * H + h) * dv;
+      const T* Ubh = u + (b * S * H + h) * dv;
+      std::vector<T> running(static_cast<size_t>(dv), shift_floor);
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        const int64_t k0 = kb * kBlockK, k1 = std::min(S, k0 + kBlockK);
+        fold_channel_max(running.data(), Ubh, k0, k1, H * dv, dv);
+        std::copy(running.begin(), running.end(), block_shift + (task * nkb + kb) * dv);
+        pack_values(packed + (task * S + k0) * w, Cbh + k0 * H * dv, Ubh + k0 * H * dv, running.data(), k1 - k0,
+                    H * dv, dv);
+      }
+    }
+  });
+}
+
+template <typename T>
+void forward_kernel(const T* q, const T* k, const T* c, const T* u, const T* block_packs, const T* block_shift,
+                    T* mean, T* log_read, T* lse, int64_t B, int64_t Tq, int64_t S, int64_t H, int64_t dk, int64_t dv,
+                    T scale, T shift_floor, const Visibility& vis) {
+  const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ, nkb = (S + kBlockK - 1) / kBlockK, w = 2 * dv;
   const T minus_inf = -std::numeric_limits<T>::infinity();
   at::parallel_for(0, B * H * nqb, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> score_buf, acc_buf, m_buf, l_buf, alpha_buf, n_buf, n_new_buf, gamma_buf, packed_buf;
@@ -128,8 +153,17 @@ void forward_kernel(const T* q, const T* k, const T* c, const T* u, T* mean, T* 
           m[i] = m_new;
         }
         // The channel shift grows with the keys every row sees; the exp branch is rescaled to it.
-        std::copy(n, n + dv, n_new);
-        fold_channel_max(n_new, Ubh, k0, std::min(k1, shared_limit + 1), H * dv, dv);
+        // Every row sees the whole key block (up to its end in the pack, which may lie past k1).
+        const bool whole_block_shared = std::min(S, k0 + kBlockK) - 1 <= shared_limit;
+        const T* values = packed;
+        if (whole_block_shared) {
+          const T* shift = block_shift + ((b * H + h) * nkb + k0 / kBlockK) * dv;
+          std::copy(shift, shift + dv, n_new);
+          values = block_packs + ((b * H + h) * S + k0) * w;
+        } else {
+          std::copy(n, n + dv, n_new);
+          fold_channel_max(n_new, Ubh, k0, std::min(k1, shared_limit + 1), H * dv, dv);
+        }
         for (int64_t ch = 0; ch < dv; ++ch) gamma[ch] = kernel::fast_exp(n[ch] - n_new[ch]);
         std::copy(n_new, n_new + dv, n);
         for (int64_t i = 0; i < nr; ++i) {
@@ -137,8 +171,9 @@ void forward_kernel(const T* q, const T* k, const T* c, const T* u, T* mean, T* 
           for (int64_t ch = 0; ch < dv; ++ch) a[ch] *= alpha[i];
           for (int64_t ch = 0; ch < dv; ++ch) a[dv + ch] *= alpha[i] * gamma[ch];
         }
-        pack_values(packed, c + ((b * S + k0) * H + h) * dv, Ubh + k0 * H * dv, n, nk, H * dv, dv);
-        kernel::gemm(false, false, nr, w, nk, T(1), score, nk, packed, w, T(1), acc, w);
+        if (!whole_block_shared)
+          pack_values(packed, c + ((b * S + k0) * H + h) * dv, Ubh + k0 * H * dv, n, nk, H * dv, dv);
+        kernel::gemm(false, false, nr, w, nk, T(1), score, nk, values, w, T(1), acc, w);
       }
       const T tiny = std::numeric_limits<T>::min();
       for (int64_t i = 0; i < nr; ++i) {
@@ -256,15 +291,20 @@ FemReadForward fem_softmax_read_fused_forward(const at::Tensor& q_in, const at::
   FemReadForward r{at::empty({B, T, H, dv}, q.options()), at::empty({B, T, H, dv}, q.options()),
                    at::empty({B, H, T}, q.options())};
   auto c = at::empty_like(v), u = at::empty_like(v);
+  auto block_packs = at::empty({B, H, S, 2 * dv}, v.options());
+  auto block_shift = at::empty({B, H, (S + kBlockK - 1) / kBlockK, dv}, v.options());
   const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fem_softmax_read_fused_forward", [&] {
     const scalar_t* bp = beta.data_ptr<scalar_t>();
     clip_and_scale<scalar_t>(v.data_ptr<scalar_t>(), bp, c.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), B * S * H, H,
                              dv, static_cast<scalar_t>(cap));
+    const auto shift_floor = static_cast<scalar_t>(cap - kFemShiftSpan);
+    pack_key_blocks<scalar_t>(c.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), block_packs.data_ptr<scalar_t>(),
+                              block_shift.data_ptr<scalar_t>(), B, S, H, dv, shift_floor);
     forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(),
-                             u.data_ptr<scalar_t>(), r.mean.data_ptr<scalar_t>(), r.free_energy.data_ptr<scalar_t>(),
-                             r.lse.data_ptr<scalar_t>(), B, T, S, H, dk, dv, static_cast<scalar_t>(scale),
-                             static_cast<scalar_t>(cap - kFemShiftSpan), vis);
+                             u.data_ptr<scalar_t>(), block_packs.data_ptr<scalar_t>(), block_shift.data_ptr<scalar_t>(),
+                             r.mean.data_ptr<scalar_t>(), r.free_energy.data_ptr<scalar_t>(), r.lse.data_ptr<scalar_t>(),
+                             B, T, S, H, dk, dv, static_cast<scalar_t>(scale), shift_floor, vis);
     // F = L / beta, in place.
     scalar_t* f = r.free_energy.data_ptr<scalar_t>();
     at::parallel_for(0, B * T * H, 256, [&](int64_t begin, int64_t end) {
