@@ -13,6 +13,7 @@
 #include "seqmix/layers/relu_attention.h"
 #include "seqmix/layers/selective_ssm.h"
 #include "seqmix/layers/softmax_attention.h"
+#include "seqmix/ops/fem.h"
 
 namespace seqmix {
 namespace {
@@ -159,7 +160,8 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::flag("bias", true, "biases in the projections"),
          OptionInfo::flag("causal", true, "causal, or bidirectional (softmax and linear priors)"),
          OptionInfo::choice("impl", "fused", {"fused", "naive"},
-                            "fused kernels (the softmax prior's one-pass mu+F read) or the naive reads")}},
+                            "fused kernels (the softmax prior's one-pass mu+F read, cap <= 40) or the naive reads; "
+                            "cap=0 (causal) always streams step by step")}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          FemOptions f;
          f.dim = c.dim;
@@ -182,8 +184,9 @@ const std::vector<MixerEntry>& mixer_entries() {
          f.raw_values = c.raw_values;
          f.impl = ops::parse_impl(o.text("impl"));
          if (o.was_given("impl") && f.impl == ops::Impl::fused && f.lse && f.cap == 0 && f.causal)
-           throw Error("mixer fem: impl=fused reads with a value cap; cap=0 streams exact running maxima step by step "
-                       "(drop impl=fused or set cap > 0)");
+           throw Error("mixer fem: impl=fused needs a value cap > 0 (cap=0 always runs the step-by-step streaming read)");
+         if (f.impl == ops::Impl::fused && f.lse && f.prior == "softmax" && f.cap > ops::kFemFusedMaxCap)
+           throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
          return std::make_shared<FemImpl>(f);
        }},
   };

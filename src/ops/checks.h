@@ -14,5 +14,17 @@ void check_same_size(const at::Tensor& a, int64_t dim_a, const at::Tensor& b, in
                      const char* op, const char* what);
 // Throws unless every tensor is floating point with the dtype of the first.
 void check_same_float_dtype(const char* op, std::initializer_list<at::Tensor> tensors);
+// The fused kernels' inputs: float32 or float64 CPU tensors (undefined tensors are skipped).
+void check_kernel_inputs(const char* op, std::initializer_list<at::Tensor> tensors);
+
+// Per-op layouts, shared by each op's naive and fused forms.
+// Attention: q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv]; the T queries are the last of the S keys.
+void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// Linear attention and GLA: q, k [B,T,H,dk], v [B,T,H,dv] (and log_decay [B,T,H] when defined).
+void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& log_decay = {});
+// SSM scan: u, delta [B,T,C], A [C,N], b, c [B,T,N].
+void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
+                    const at::Tensor& b, const at::Tensor& c);
 
 }  // namespace seqmix::ops

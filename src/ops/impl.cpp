@@ -10,6 +10,4 @@ Impl parse_impl(const std::string& name) {
   throw Error("unknown implementation '" + name + "'; valid: fused, naive");
 }
 
-const char* impl_name(Impl impl) { return impl == Impl::fused ? "fused" : "naive"; }
-
 }  // namespace seqmix::ops

@@ -22,9 +22,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 // (so exp(-inf) = 0). Written with plain comparisons, so loops over arrays vectorise (the kernels are
 // compiled with -fno-trapping-math). double uses std::exp.
 inline float fast_exp(float x) {
+  const float input = x;
   const float keep = x < -87.3f ? 0.0f : 1.0f;
   x = x < -87.3f ? -87.3f : x;
   x = x > 88.3762626647950f ? 88.3762626647950f : x;
+  x = x == x ? x : 0.0f;  // NaN: evaluate at 0 (no undefined float-to-int conversion), return NaN below
   const float t = x * 1.44269504088896341f + 0.5f;
   int32_t n = static_cast<int32_t>(t);
   n -= static_cast<float>(n) > t ? 1 : 0;  // floor
@@ -41,7 +43,8 @@ inline float fast_exp(float x) {
   const int32_t e = (n + 127) << 23;
   float scale;
   std::memcpy(&scale, &e, sizeof scale);
-  return y * scale * keep;
+  const float result = y * scale * keep;
+  return input == input ? result : input;
 }
 inline double fast_exp(double x) { return std::exp(x); }
 
@@ -71,19 +74,13 @@ inline T row_sum(const T* x, int64_t n) {
   return s;
 }
 
-// x[j] = exp(x[j] - shift); returns the sum.
+// x[j] = exp(x[j] - shift).
 template <typename T>
-inline T exp_shifted(T* x, int64_t n, T shift) {
+inline void exp_shifted(T* x, int64_t n, T shift) {
   for (int64_t j = 0; j < n; ++j) x[j] = fast_exp(x[j] - shift);
-  return row_sum(x, n);
 }
 
-template <typename T>
-inline void exp_inplace(T* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = fast_exp(x[i]);
-}
-
-// A per-task scratch vector, grown on demand and reused across calls of one thread.
+// A scratch vector grown on demand and reused by the tasks of one parallel_for chunk.
 template <typename T>
 T* scratch(std::vector<T>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);

@@ -141,6 +141,7 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 double median_ms(int repeats, const std::function<void()>& run) {
+  if (repeats < 1) throw Error("bench needs at least one timed repeat (got " + std::to_string(repeats) + ")");
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();

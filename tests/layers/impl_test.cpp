@@ -106,6 +106,9 @@ TEST(MixerImpls, FusedFemNeedsACap) {
   EXPECT_NO_THROW(build_mixer("fem:cap=0", MixerContext{16, 64}));  // streams exact running maxima
   EXPECT_NO_THROW(build_mixer("fem:cap=0,impl=naive", MixerContext{16, 64}));
   EXPECT_THROW(build_mixer("softmax:impl=flash", MixerContext{16, 64}), Error);
+  EXPECT_THROW(build_mixer("fem:cap=42", MixerContext{16, 64}), Error);  // beyond the fused read's float32 bounds
+  EXPECT_NO_THROW(build_mixer("fem:cap=42,impl=naive", MixerContext{16, 64}));
+  EXPECT_NO_THROW(build_mixer("fem:cap=42,prior=gla", MixerContext{16, 64}));
 }
 
 }  // namespace

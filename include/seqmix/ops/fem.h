@@ -9,6 +9,8 @@
 namespace seqmix::ops {
 
 constexpr double kMaxConstantShiftCap = 43.0;  // exp(-2*43) > fp32's smallest normal
+// Largest cap the fused softmax read takes in float32 (its bounds, src/ops/fem/README.md).
+constexpr double kFemFusedMaxCap = 40.0;
 
 struct FemValues {
   at::Tensor clipped;  // v clamped to [-cap/beta, cap/beta] (the mean branch reads it too); v when cap = 0
@@ -32,8 +34,9 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
 
 // Fused twin of fem_softmax_read_naive for cap > 0 (src/ops/fem/fused.cpp, derivation in README.md): one
 // flash-style pass returns mu and F together, the exp branch held relative to a per-channel running max of
-// beta*v over the keys every row of a query block sees (exact causality); saves the row log-sum-exp and
-// L = beta*F for the hand-written backward. Same outputs and gradients (q, k, v, beta) as the naive op.
+// beta*v over the keys every row of a query block sees (exact causality); saves the row log-sum-exp, mu
+// and F for the hand-written backward. Same outputs and gradients (q, k, v, beta) as the naive op.
+// float32 needs cap <= 40 (kFemFusedMaxCap), float64 any cap in (0, 43].
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
 

@@ -8,6 +8,5 @@ enum class Impl { fused, naive };
 
 // "fused" or "naive"; anything else throws seqmix::Error naming the valid values.
 Impl parse_impl(const std::string& name);
-const char* impl_name(Impl impl);
 
 }  // namespace seqmix::ops

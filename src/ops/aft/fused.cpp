@@ -122,15 +122,12 @@ void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, co
   check_rank(v, op, "v", 3, "B,T,C");
   check_same_float_dtype(op, {k, v});
   TORCH_CHECK(k.sizes() == v.sizes(), op, ": k and v must have the same shape (got ", k.sizes(), " and ", v.sizes(), ")");
-  TORCH_CHECK(k.scalar_type() == at::kFloat || k.scalar_type() == at::kDouble, op,
-              ": supports float32 and float64 (got ", k.scalar_type(), ")");
-  TORCH_CHECK(k.device().is_cpu() && v.device().is_cpu(), op, ": CPU tensors only");
+  check_kernel_inputs(op, {k, v, mask});
   if (!mask.defined()) return;
   check_rank(mask, op, "mask", 2, "B,T");
   TORCH_CHECK(mask.scalar_type() == at::kBool, op, ": mask must be bool (true = real token), got ", mask.scalar_type());
   TORCH_CHECK(mask.size(0) == k.size(0) && mask.size(1) == k.size(1), op, ": mask must have shape [B,T] = [",
               k.size(0), ", ", k.size(1), "] (got ", mask.sizes(), ")");
-  TORCH_CHECK(mask.device().is_cpu(), op, ": CPU tensors only");
 }
 
 }  // namespace

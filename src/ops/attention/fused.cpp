@@ -9,14 +9,14 @@
 
 #include "../checks.h"
 #include "../kernel_utils.h"
-#include "visibility.h"
+#include "flash_common.h"
 #include "seqmix/ops/attention.h"
 
 namespace seqmix::ops {
 namespace {
 
-constexpr int64_t kBlockQ = 96;
-constexpr int64_t kBlockK = 256;
+constexpr int64_t kBlockQ = kFlashBlockQ;
+constexpr int64_t kBlockK = kFlashBlockK;
 
 template <typename T>
 void forward_kernel(const T* q, const T* k, const T* v, T* o, T* lse, int64_t B, int64_t Tq, int64_t S, int64_t H,
@@ -24,7 +24,7 @@ void forward_kernel(const T* q, const T* k, const T* v, T* o, T* lse, int64_t B,
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   const T minus_inf = -std::numeric_limits<T>::infinity();
   at::parallel_for(0, B * H * nqb, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> score_buf, acc_buf, m_buf, l_buf;
+    std::vector<T> score_buf, acc_buf, m_buf, l_buf, alpha_buf;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (H * nqb), h = (task / nqb) % H, qb = task % nqb;
       const int64_t r0 = qb * kBlockQ, r1 = std::min(Tq, r0 + kBlockQ), nr = r1 - r0;
@@ -33,6 +33,7 @@ void forward_kernel(const T* q, const T* k, const T* v, T* o, T* lse, int64_t B,
       T* acc = kernel::scratch(acc_buf, static_cast<size_t>(kBlockQ * dv));
       T* m = kernel::scratch(m_buf, kBlockQ);
       T* l = kernel::scratch(l_buf, kBlockQ);
+      T* alpha = kernel::scratch(alpha_buf, kBlockQ);
       std::fill(acc, acc + nr * dv, T(0));
       std::fill(m, m + nr, minus_inf);
       std::fill(l, l + nr, T(0));
@@ -43,19 +44,10 @@ void forward_kernel(const T* q, const T* k, const T* v, T* o, T* lse, int64_t B,
         const T* V = v + ((b * S + k0) * H + h) * dv;
         kernel::gemm(false, true, nr, nk, dk, scale, Q, H * dk, K, H * dk, T(0), score, nk);
         vis.mask_block(score, b, r0, nr, k0, nk, S);
-        for (int64_t i = 0; i < nr; ++i) {
-          T* row = score + i * nk;
-          const T m_new = std::max(m[i], kernel::row_max(row, nk));
-          if (m_new == minus_inf) {  // nothing visible yet in this row
-            std::fill(row, row + nk, T(0));
-            continue;
-          }
-          const T alpha = kernel::fast_exp(m[i] - m_new);
-          l[i] = alpha * l[i] + kernel::exp_shifted(row, nk, m_new);
-          if (alpha != T(1))
-            for (int64_t c = 0; c < dv; ++c) acc[i * dv + c] *= alpha;
-          m[i] = m_new;
-        }
+        online_softmax_block(score, nr, nk, m, l, alpha);
+        for (int64_t i = 0; i < nr; ++i)
+          if (alpha[i] != T(1))
+            for (int64_t c = 0; c < dv; ++c) acc[i * dv + c] *= alpha[i];
         kernel::gemm(false, false, nr, dv, nk, T(1), score, nk, V, H * dv, T(1), acc, dv);
       }
       for (int64_t i = 0; i < nr; ++i) {
@@ -97,22 +89,16 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* o, const T* ls
         std::fill(dK, dK + nk * dk, T(0));
         std::fill(dV, dV + nk * dv, T(0));
         // First query that can see key k0: t + offset >= k0.
-        const int64_t first_row = vis.causal ? std::max<int64_t>(0, k0 - vis.offset) : 0;
-        for (int64_t r0 = first_row / kBlockQ * kBlockQ; r0 < Tq; r0 += kBlockQ) {
+        for (int64_t r0 = first_query_block_row(vis, k0, kBlockQ); r0 < Tq; r0 += kBlockQ) {
           const int64_t r1 = std::min(Tq, r0 + kBlockQ), nr = r1 - r0;
           const T* Q = q + ((b * Tq + r0) * H + h) * dk;
           const T* dO = dout + ((b * Tq + r0) * H + h) * dv;
           kernel::gemm(false, true, nr, nk, dk, scale, Q, H * dk, K, H * dk, T(0), P, nk);
           vis.mask_block(P, b, r0, nr, k0, nk, S);
-          for (int64_t i = 0; i < nr; ++i) kernel::exp_shifted(P + i * nk, nk, L[r0 + i]);
+          recompute_probabilities(P, nr, nk, L + r0);
           kernel::gemm(true, false, nk, dv, nr, T(1), P, nk, dO, H * dv, T(1), dV, dv);
           kernel::gemm(false, true, nr, nk, dv, T(1), dO, H * dv, V, H * dv, T(0), dP, nk);
-          for (int64_t i = 0; i < nr; ++i) {
-            const T d = delta[r0 + i];
-            T* ds = dP + i * nk;
-            const T* p = P + i * nk;
-            for (int64_t j = 0; j < nk; ++j) ds[j] = p[j] * (ds[j] - d);
-          }
+          softmax_backward_block(dP, P, nr, nk, delta + r0);
           kernel::gemm(false, false, nr, dk, nk, scale, dP, nk, K, H * dk, T(1), dq + ((b * Tq + r0) * H + h) * dk, H * dk);
           kernel::gemm(true, false, nk, dk, nr, scale, dP, nk, Q, H * dk, T(1), dK, dk);
         }
@@ -148,11 +134,21 @@ std::vector<at::Tensor> softmax_attention_fused_backward(const at::Tensor& grad_
                                                          const at::Tensor& k_in, const at::Tensor& v_in,
                                                          const at::Tensor& out, const at::Tensor& lse, bool causal,
                                                          double scale, const at::Tensor& key_mask) {
+  check_flash_args("softmax_attention_fused_backward", q_in, k_in, v_in, key_mask);
+  const auto expected_out = std::vector<int64_t>{q_in.size(0), q_in.size(1), q_in.size(2), v_in.size(3)};
+  TORCH_CHECK(grad_out.sizes() == expected_out && out.sizes() == expected_out, "softmax_attention_fused_backward: ",
+              "grad_out and out must be [B,T,H,dv] = ", at::IntArrayRef(expected_out), " (got ", grad_out.sizes(), " and ",
+              out.sizes(), ")");
+  TORCH_CHECK(lse.sizes() == at::IntArrayRef({q_in.size(0), q_in.size(2), q_in.size(1)}),
+              "softmax_attention_fused_backward: lse must be [B,H,T] (got ", lse.sizes(), ")");
+  TORCH_CHECK(grad_out.scalar_type() == q_in.scalar_type() && out.scalar_type() == q_in.scalar_type() &&
+                  lse.scalar_type() == q_in.scalar_type(),
+              "softmax_attention_fused_backward: grad_out, out and lse must have q's dtype");
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), o = out.contiguous();
   auto go = grad_out.contiguous(), l = lse.contiguous();
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
-  auto dq = at::zeros_like(q), dk_t = at::zeros_like(k), dv_t = at::zeros_like(v);
+  auto dq = at::zeros_like(q), dk_t = at::empty_like(k), dv_t = at::empty_like(v);  // every key row is written
   const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "softmax_attention_fused_backward", [&] {
     backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),

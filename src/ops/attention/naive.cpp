@@ -7,20 +7,6 @@
 namespace seqmix::ops {
 namespace {
 
-void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,S,H,dk");
-  check_rank(v, op, "v", 4, "B,S,H,dv");
-  check_same_float_dtype(op, {q, k, v});
-  check_same_size(q, 0, k, 0, op, "batch sizes of q and k");
-  check_same_size(k, 0, v, 0, op, "batch sizes of k and v");
-  check_same_size(q, 2, k, 2, op, "head counts of q and k");
-  check_same_size(k, 2, v, 2, op, "head counts of k and v");
-  check_same_size(q, 3, k, 3, op, "head widths of q and k");
-  check_same_size(k, 1, v, 1, op, "key lengths of k and v");
-  TORCH_CHECK(q.size(1) <= k.size(1), op, ": more queries (", q.size(1), ") than keys (", k.size(1),
-              "); queries are the last positions of the key sequence");
-}
 
 // [B,H,T,S] raw scores q_t . k_j.
 at::Tensor raw_scores(const at::Tensor& q, const at::Tensor& k) {

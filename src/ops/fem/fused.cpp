@@ -11,7 +11,7 @@
 #include <cmath>
 #include <limits>
 
-#include "../attention/visibility.h"
+#include "../attention/flash_common.h"
 #include "../kernel_utils.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
@@ -19,8 +19,8 @@
 namespace seqmix::ops {
 namespace {
 
-constexpr int64_t kBlockQ = 96;
-constexpr int64_t kBlockK = 256;
+constexpr int64_t kBlockQ = kFlashBlockQ;
+constexpr int64_t kBlockK = kFlashBlockK;
 
 // Per-channel running max of u over the keys [from, to) of one (b,h), folded into n.
 template <typename T>
@@ -140,18 +140,7 @@ void forward_kernel(const T* q, const T* k, const T* c, const T* u, const T* blo
         const T* K = k + ((b * S + k0) * H + h) * dk;
         kernel::gemm(false, true, nr, nk, dk, scale, Q, H * dk, K, H * dk, T(0), score, nk);
         vis.mask_block(score, b, r0, nr, k0, nk, S);
-        for (int64_t i = 0; i < nr; ++i) {
-          T* row = score + i * nk;
-          const T m_new = std::max(m[i], kernel::row_max(row, nk));
-          if (m_new == minus_inf) {  // nothing visible yet in this row
-            std::fill(row, row + nk, T(0));
-            alpha[i] = T(1);
-            continue;
-          }
-          alpha[i] = kernel::fast_exp(m[i] - m_new);
-          l[i] = alpha[i] * l[i] + kernel::exp_shifted(row, nk, m_new);
-          m[i] = m_new;
-        }
+        online_softmax_block(score, nr, nk, m, l, alpha);
         // The channel shift grows with the keys every row sees; the exp branch is rescaled to it.
         // Every row sees the whole key block (up to its end in the pack, which may lie past k1).
         const bool whole_block_shared = std::min(S, k0 + kBlockK) - 1 <= shared_limit;
@@ -228,14 +217,13 @@ void backward_kernel(const T* q, const T* k, const T* c, const T* u, const T* me
         const T* K = k + ((b * S + k0) * H + h) * dk;
         std::fill(dK, dK + nk * dk, T(0));
         std::fill(dCU, dCU + nk * w, T(0));
-        const int64_t first_row = vis.causal ? std::max<int64_t>(0, k0 - vis.offset) : 0;
-        for (int64_t r0 = first_row / kBlockQ * kBlockQ; r0 < Tq; r0 += kBlockQ) {
+        for (int64_t r0 = first_query_block_row(vis, k0, kBlockQ); r0 < Tq; r0 += kBlockQ) {
           const int64_t r1 = std::min(Tq, r0 + kBlockQ), nr = r1 - r0;
           const T* Q = q + ((b * Tq + r0) * H + h) * dk;
           const T* Gr = G + r0 * w;
           kernel::gemm(false, true, nr, nk, dk, scale, Q, H * dk, K, H * dk, T(0), P, nk);
           vis.mask_block(P, b, r0, nr, k0, nk, S);
-          for (int64_t i = 0; i < nr; ++i) kernel::exp_shifted(P + i * nk, nk, L[r0 + i]);
+          recompute_probabilities(P, nr, nk, L + r0);
           const T* Vp = packed + k0 * w;
           // dc += P^T dmu; du += exp(u - cap) * (P^T [dL exp(cap - L)]): one product for both halves.
           kernel::gemm(true, false, nk, w, nr, T(1), P, nk, Gr, w, T(0), tmp, w);
@@ -248,12 +236,7 @@ void backward_kernel(const T* q, const T* k, const T* c, const T* u, const T* me
           }
           // dP_ti = dmu_t . c_i + sum_j G_tj exp(u_ij - cap); dS = P (dP - Delta).
           kernel::gemm(false, true, nr, nk, w, T(1), Gr, w, Vp, w, T(0), dP, nk);
-          for (int64_t i = 0; i < nr; ++i) {
-            const T d = delta[r0 + i];
-            T* ds = dP + i * nk;
-            const T* p = P + i * nk;
-            for (int64_t j = 0; j < nk; ++j) ds[j] = p[j] * (ds[j] - d);
-          }
+          softmax_backward_block(dP, P, nr, nk, delta + r0);
           kernel::gemm(false, false, nr, dk, nk, scale, dP, nk, K, H * dk, T(1), dq + ((b * Tq + r0) * H + h) * dk, H * dk);
           kernel::gemm(true, false, nk, dk, nr, scale, dP, nk, Q, H * dk, T(1), dK, dk);
         }
@@ -269,11 +252,12 @@ void backward_kernel(const T* q, const T* k, const T* c, const T* u, const T* me
 }
 
 void check_read_args(const at::Tensor& v, const at::Tensor& beta, double cap) {
-  TORCH_CHECK(beta.scalar_type() == v.scalar_type(), "fem_softmax_read_fused: beta must have the dtype of v");
+  check_kernel_inputs("fem_softmax_read_fused", {beta});
+  TORCH_CHECK(beta.scalar_type() == v.scalar_type(), "fem_softmax_read_fused: beta must be ", v.scalar_type(),
+              " like v (got ", beta.scalar_type(), ")");
   TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), "fem_softmax_read_fused: beta must have H*dv = ",
               v.size(2) * v.size(3), " entries (got ", beta.numel(), ")");
-  TORCH_CHECK(cap > 0, "fem_softmax_read_fused: needs a value cap > 0 (cap = 0 reads through running maxima per query; "
-                       "use the naive read)");
+  TORCH_CHECK(cap > 0, "fem_softmax_read_fused: needs a value cap > 0 (got ", cap, ")");
   TORCH_CHECK(v.scalar_type() != at::kFloat || cap <= kFemShiftSpan, "fem_softmax_read_fused: float32 needs cap <= ",
               kFemShiftSpan, " (got ", cap, ")");
 }
@@ -326,7 +310,7 @@ std::vector<at::Tensor> fem_softmax_read_fused_backward(const at::Tensor& d_mean
   auto d_free = d_free_in.defined() ? d_free_in.contiguous() : at::zeros_like(free);
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
-  auto dq = at::zeros_like(q), dk_t = at::zeros_like(k), dc = at::zeros_like(v), du = at::zeros_like(v);
+  auto dq = at::zeros_like(q), dk_t = at::empty_like(k), dc = at::empty_like(v), du = at::empty_like(v);  // key rows all written
   auto c = at::empty_like(v), u = at::empty_like(v), d_v = at::empty_like(v), dbeta_terms = at::empty_like(v);
   auto log_read = at::empty_like(free), d_log = at::empty_like(free), dbeta_direct = at::empty_like(free);
   const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);

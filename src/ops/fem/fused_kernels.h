@@ -4,11 +4,13 @@
 
 #include <vector>
 
+#include "seqmix/ops/fem.h"
+
 namespace seqmix::ops {
 
 // Shift floor of the exp branch: n_j >= cap - kFemShiftSpan keeps exp(u - n) <= exp(kFemShiftSpan) for
 // keys not yet in the running max, so float32 sums cannot overflow (derivation in README.md).
-constexpr double kFemShiftSpan = 40.0;
+constexpr double kFemShiftSpan = kFemFusedMaxCap;
 
 struct FemReadForward {
   at::Tensor mean;         // mu [B,T,H,dv]

@@ -235,23 +235,6 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
   });
 }
 
-void check_gla_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const at::Tensor& log_decay) {
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,T,H,dk");
-  check_rank(v, op, "v", 4, "B,T,H,dv");
-  check_rank(log_decay, op, "log_decay", 3, "B,T,H");
-  check_same_float_dtype(op, {q, k, v, log_decay});
-  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble, op,
-              ": supports float32 and float64 (got ", q.scalar_type(), ")");
-  TORCH_CHECK(q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu() && log_decay.device().is_cpu(), op,
-              ": CPU tensors only");
-  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ", k.sizes(),
-              ")");
-  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3) && log_decay.sizes() == q.sizes().slice(0, 3), op,
-              ": v and log_decay must share [B,T,H] with q (got ", v.sizes(), ", ", log_decay.sizes(), ", ",
-              q.sizes(), ")");
-}
 
 }  // namespace
 
@@ -260,7 +243,8 @@ namespace gla_kernel {
 // Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]}.
 std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                           const at::Tensor& log_decay_in) {
-  check_gla_args("gla_fused", q_in, k_in, v_in, log_decay_in);
+  check_linear_scan_args("gla_fused", q_in, k_in, v_in, log_decay_in);
+  check_kernel_inputs("gla_fused", {q_in, k_in, v_in, log_decay_in});
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
   const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
   auto numerator = at::empty({d.B, d.T, d.H, d.dv}, q.options());

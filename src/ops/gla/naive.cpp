@@ -10,16 +10,7 @@ namespace seqmix::ops {
 PriorRead gla_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& log_decay) {
   const char* op = "gla_naive";
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,T,H,dk");
-  check_rank(v, op, "v", 4, "B,T,H,dv");
-  check_rank(log_decay, op, "log_decay", 3, "B,T,H");
-  check_same_float_dtype(op, {q, k, v, log_decay});
-  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ",
-              k.sizes(), ")");
-  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3) && log_decay.sizes() == q.sizes().slice(0, 3),
-              op, ": v and log_decay must share [B,T,H] with q (got ", v.sizes(), ", ", log_decay.sizes(),
-              ", ", q.sizes(), ")");
+  check_linear_scan_args(op, q, k, v, log_decay);
   const int64_t T = q.size(1);
   auto c = log_decay.cumsum(1).transpose(1, 2);            // [B,H,T]
   auto visible = causal_key_mask(T, T, q.device());         // [T,T]

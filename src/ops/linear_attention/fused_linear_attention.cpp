@@ -10,14 +10,7 @@ namespace seqmix::ops {
 
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
   const char* op = "linear_attention_fused";
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,T,H,dk");
-  check_rank(v, op, "v", 4, "B,T,H,dv");
-  check_same_float_dtype(op, {q, k, v});
-  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ",
-              k.sizes(), ")");
-  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3), op,
-              ": v must share [B,T,H] with q (got ", v.sizes(), " and ", q.sizes(), ")");
+  check_linear_scan_args(op, q, k, v);
   if (causal) return gla_fused(q, k, v, at::zeros(q.sizes().slice(0, 3), q.options()));
   auto kv = at::einsum("bthd,bthe->bhde", {k, v});  // [B,H,dk,dv]
   auto k_sum = k.sum(1);                             // [B,H,dk]

@@ -9,14 +9,7 @@ namespace seqmix::ops {
 PriorRead linear_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  bool causal) {
   const char* op = "linear_attention_naive";
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,T,H,dk");
-  check_rank(v, op, "v", 4, "B,T,H,dv");
-  check_same_float_dtype(op, {q, k, v});
-  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ",
-              k.sizes(), ")");
-  TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3), op,
-              ": v must share [B,T,H] with q (got ", v.sizes(), " and ", q.sizes(), ")");
+  check_linear_scan_args(op, q, k, v);
   auto kv = k.unsqueeze(-1) * v.unsqueeze(-2);  // [B,T,H,dk,dv]
   at::Tensor state_kv, state_k;
   if (causal) {

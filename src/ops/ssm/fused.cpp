@@ -184,25 +184,6 @@ void backward_kernel(const S* grad_y, const S* u, const S* delta, const S* A, co
   });
 }
 
-void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                    const at::Tensor& b, const at::Tensor& c) {
-  check_rank(u, op, "u", 3, "B,T,C");
-  check_rank(delta, op, "delta", 3, "B,T,C");
-  check_rank(A, op, "A", 2, "C,N");
-  check_rank(b, op, "b", 3, "B,T,N");
-  check_rank(c, op, "c", 3, "B,T,N");
-  check_same_float_dtype(op, {u, delta, A, b, c});
-  TORCH_CHECK(u.scalar_type() == at::kFloat || u.scalar_type() == at::kDouble, op,
-              ": supports float32 and float64 (got ", u.scalar_type(), ")");
-  for (const auto* t : {&u, &delta, &A, &b, &c}) TORCH_CHECK(t->device().is_cpu(), op, ": CPU tensors only");
-  TORCH_CHECK(delta.sizes() == u.sizes(), op, ": delta must have the shape of u (got ", delta.sizes(), " and ",
-              u.sizes(), ")");
-  TORCH_CHECK(b.sizes() == c.sizes(), op, ": b and c must have the same shape (got ", b.sizes(), " and ", c.sizes(), ")");
-  check_same_size(A, 0, u, 2, op, "channel counts of A and u");
-  check_same_size(A, 1, b, 2, op, "state sizes of A and b");
-  check_same_size(u, 0, b, 0, op, "batch sizes of u and b");
-  check_same_size(u, 1, b, 1, op, "lengths of u and b");
-}
 
 Sizes sizes_of(const at::Tensor& u, const at::Tensor& A) {
   const int64_t B = u.size(0), T = u.size(1), C = u.size(2), N = A.size(1);
@@ -214,6 +195,7 @@ Sizes sizes_of(const at::Tensor& u, const at::Tensor& A) {
 SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u_in, const at::Tensor& delta_in, const at::Tensor& A_in,
                                        const at::Tensor& b_in, const at::Tensor& c_in) {
   check_ssm_args("ssm_scan_fused", u_in, delta_in, A_in, b_in, c_in);
+  check_kernel_inputs("ssm_scan_fused", {u_in, delta_in, A_in, b_in, c_in});
   auto u = u_in.contiguous(), delta = delta_in.contiguous(), A = A_in.contiguous();
   auto b = b_in.contiguous(), c = c_in.contiguous();
   const Sizes s = sizes_of(u, A);
@@ -232,6 +214,7 @@ std::vector<at::Tensor> ssm_scan_fused_backward(const at::Tensor& grad_y_in, con
                                                 const at::Tensor& c_in, const at::Tensor& checkpoints_in) {
   const char* op = "ssm_scan_fused backward";
   check_ssm_args(op, u_in, delta_in, A_in, b_in, c_in);
+  check_kernel_inputs(op, {u_in, delta_in, A_in, b_in, c_in});
   const Sizes s = sizes_of(u_in, A_in);
   TORCH_CHECK(grad_y_in.sizes() == u_in.sizes() && grad_y_in.scalar_type() == u_in.scalar_type(), op,
               ": the gradient of y must match u (", u_in.sizes(), ", ", u_in.scalar_type(), ")");

@@ -1,0 +1,116 @@
+#pragma once
+// Shared by the flash-style kernels (softmax attention, the FEM softmax read): block sizes, which keys
+// each query row sees, the online-softmax block update and its backward, and the q/k/v argument checks.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "../checks.h"
+#include "../kernel_utils.h"
+
+namespace seqmix::ops {
+
+constexpr int64_t kFlashBlockQ = 96;   // query rows per block (16 panels of the 6-row GEMM micro-kernel)
+constexpr int64_t kFlashBlockK = 256;  // keys per block
+
+// Which keys a query row sees: causally (key j <= t + S - T), minus padded keys; a row left with no key
+// sees its own position (the naive op's rule).
+struct Visibility {
+  bool causal;
+  int64_t offset;                 // S - T
+  const bool* key_mask = nullptr;  // [B,S] or null
+  std::vector<int64_t> first_real;  // per batch row: index of the first real key (S if none)
+
+  Visibility(bool causal, int64_t T, int64_t S, int64_t B, const bool* mask) : causal(causal), offset(S - T), key_mask(mask) {
+    if (!mask) return;
+    first_real.assign(static_cast<size_t>(B), S);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < S; ++j)
+        if (mask[b * S + j]) {
+          first_real[static_cast<size_t>(b)] = j;
+          break;
+        }
+  }
+  // Last key index the query at t may see.
+  int64_t last_key(int64_t t, int64_t S) const { return causal ? t + offset : S - 1; }
+  bool row_empty(int64_t b, int64_t t, int64_t S) const {
+    return key_mask && first_real[static_cast<size_t>(b)] > last_key(t, S);
+  }
+  bool visible(int64_t b, int64_t t, int64_t j, int64_t S) const {
+    if (j > last_key(t, S)) return false;
+    if (!key_mask) return true;
+    return key_mask[b * S + j] || (j == t + offset && row_empty(b, t, S));
+  }
+  // True when every key of [k0,k1) is visible to every row of [r0,r1) (no per-element masking needed).
+  bool block_all_visible(int64_t r0, int64_t k1) const {
+    if (key_mask) return false;
+    return !causal || k1 - 1 <= r0 + offset;
+  }
+  // Sets the hidden entries of the score block [rows r0.., keys k0.., nr x nk] to -inf.
+  template <typename T>
+  void mask_block(T* score, int64_t b, int64_t r0, int64_t nr, int64_t k0, int64_t nk, int64_t S) const {
+    if (block_all_visible(r0, k0 + nk)) return;
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t j = 0; j < nk; ++j)
+        if (!visible(b, r0 + i, k0 + j, S)) score[i * nk + j] = -std::numeric_limits<T>::infinity();
+  }
+};
+
+// Online softmax over one masked score block [nr, nk]: per row m' = max(m, rowmax), the row becomes
+// exp(row - m'), l <- alpha l + rowsum with alpha = exp(m - m') returned per row (1, and a zero row, when the
+// row sees nothing yet).
+template <typename T>
+void online_softmax_block(T* score, int64_t nr, int64_t nk, T* m, T* l, T* alpha) {
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < nr; ++i) {
+    T* row = score + i * nk;
+    const T m_new = std::max(m[i], kernel::row_max(row, nk));
+    if (m_new == minus_inf) {
+      std::fill(row, row + nk, T(0));
+      alpha[i] = T(1);
+      continue;
+    }
+    alpha[i] = kernel::fast_exp(m[i] - m_new);
+    kernel::exp_shifted(row, nk, m_new);
+    l[i] = alpha[i] * l[i] + kernel::row_sum(row, nk);
+    m[i] = m_new;
+  }
+}
+
+// The probabilities again from the saved row log-sum-exp: P = exp(S - lse) on a masked score block.
+template <typename T>
+void recompute_probabilities(T* score, int64_t nr, int64_t nk, const T* lse) {
+  for (int64_t i = 0; i < nr; ++i) kernel::exp_shifted(score + i * nk, nk, lse[i]);
+}
+
+// Softmax backward on a block, in place: dS = P (dP - Delta), Delta per row.
+template <typename T>
+void softmax_backward_block(T* dp, const T* p, int64_t nr, int64_t nk, const T* delta) {
+  for (int64_t i = 0; i < nr; ++i) {
+    const T d = delta[i];
+    T* ds = dp + i * nk;
+    const T* pi = p + i * nk;
+    for (int64_t j = 0; j < nk; ++j) ds[j] = pi[j] * (ds[j] - d);
+  }
+}
+
+// First query block (its first row) that sees key k0: causally t + offset >= k0.
+inline int64_t first_query_block_row(const Visibility& vis, int64_t k0, int64_t block) {
+  const int64_t first_row = vis.causal ? std::max<int64_t>(0, k0 - vis.offset) : 0;
+  return first_row / block * block;
+}
+
+inline void check_flash_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& key_mask) {
+  check_attention_args(op, q, k, v);
+  check_kernel_inputs(op, {q, k, v, key_mask});
+  if (key_mask.defined())
+    TORCH_CHECK(key_mask.scalar_type() == at::kBool && key_mask.dim() == 2 && key_mask.size(0) == k.size(0) &&
+                    key_mask.size(1) == k.size(1),
+                op, ": key_mask must be bool [B,S] = [", k.size(0), ",", k.size(1), "] (got ", key_mask.scalar_type(), " ",
+                key_mask.sizes(), ")");
+}
+
+}  // namespace seqmix::ops
