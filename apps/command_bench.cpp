@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "seqmix/io/error.h"
+#include "seqmix/ops/impl.h"
 #include "seqmix/io/runtime.h"
 #include "seqmix/io/spec.h"
 #include "seqmix/models/registry.h"
@@ -55,11 +56,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return items;
 }
 
-std::string joined(const std::vector<std::string>& names, const std::string& sep = ", ") {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : sep) + n;
-  return out;
-}
 
 std::vector<int64_t> parse_shape(const std::string& text, const BenchArgs& a) {
   const bool op = !a.op.empty();
@@ -80,9 +76,7 @@ std::vector<int64_t> parse_shape(const std::string& text, const BenchArgs& a) {
 std::vector<std::string> parse_impls(const std::string& text) {
   std::vector<std::string> impls;
   for (const auto& i : split(text, ',')) {
-    const auto& valid = bench_impl_names();
-    if (std::find(valid.begin(), valid.end(), i) == valid.end())
-      throw Error("unknown impl '" + i + "'; valid impls: " + joined(valid));
+    ops::parse_impl(i);  // throws on an unknown name, listing the valid ones
     if (std::find(impls.begin(), impls.end(), i) != impls.end()) throw Error("--impl lists '" + i + "' twice");
     impls.push_back(i);
   }
@@ -123,7 +117,7 @@ BenchPlan make_plan(const BenchArgs& a) {
   if (!a.op.empty()) {
     const auto& ops = bench_op_names();
     if (std::find(ops.begin(), ops.end(), a.op) == ops.end())
-      throw Error("unknown op '" + a.op + "'; valid ops: " + joined(ops));
+      throw Error("unknown op '" + a.op + "'; valid ops: " + join(ops));
   }
   if (a.shape.empty()) throw Error("bench needs --shape");
   if (a.repeats < 1) throw Error("--repeats must be at least 1");
@@ -142,7 +136,7 @@ BenchPlan make_plan(const BenchArgs& a) {
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::vector<std::string> dims;
   for (int64_t d : shape) dims.push_back(std::to_string(d));
-  return joined(dims, ",");
+  return join(dims, ",");
 }
 
 OpShape op_shape(const std::vector<int64_t>& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
@@ -385,7 +379,7 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand("bench", "time an op (fused vs naive) or a mixer: forward, forward+backward, memory");
-  sub->add_option("--op", a->op, "op: " + joined(bench_op_names()));
+  sub->add_option("--op", a->op, "op: " + join(bench_op_names()));
   sub->add_option("--model", a->model, "mixer spec, e.g. gla:heads=4 (times the mixer on randn [B,T,D])");
   sub->add_option("--shape", a->shape,
                   "B,T,H,dk,dv for --op (aft and ssm use C = H*dv channels, ssm N = dk states; aft and lrnn_decay "

@@ -10,11 +10,6 @@
 namespace seqmix {
 namespace {
 
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t");
@@ -76,6 +71,12 @@ std::vector<std::string> split_list(const std::string& joined) {
     item = trim(item);
     if (!item.empty()) out.push_back(item);
   }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
 }
 

@@ -9,11 +9,13 @@
 #include <sstream>
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/spec.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/ops/aft.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/gla.h"
+#include "seqmix/ops/impl.h"
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/ssm.h"
 
@@ -134,11 +136,6 @@ const std::vector<OpEntry>& op_table() {
   return table;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 double median_ms(int repeats, const std::function<void()>& run) {
   if (repeats < 1) throw Error("bench needs at least one timed repeat (got " + std::to_string(repeats) + ")");
@@ -166,10 +163,6 @@ const std::vector<std::string>& bench_op_names() {
   return names;
 }
 
-const std::vector<std::string>& bench_impl_names() {
-  static const std::vector<std::string> names = {"fused", "naive"};
-  return names;
-}
 
 BenchCase::BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves)
     : forward_(std::move(forward)), leaves_(std::move(leaves)) {}
@@ -197,14 +190,13 @@ void BenchCase::check_finite(const std::string& what) const {
 }
 
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape) {
-  if (std::find(bench_impl_names().begin(), bench_impl_names().end(), impl) == bench_impl_names().end())
-    throw Error("unknown impl '" + impl + "'; valid impls: " + joined(bench_impl_names()));
+  const bool fused = ops::parse_impl(impl) == ops::Impl::fused;
   for (const auto& e : op_table()) {
     if (e.name != op) continue;
     torch::manual_seed(0);
-    return e.make(impl == "fused", shape);
+    return e.make(fused, shape);
   }
-  throw Error("unknown op '" + op + "'; valid ops: " + joined(bench_op_names()));
+  throw Error("unknown op '" + op + "'; valid ops: " + join(bench_op_names()));
 }
 
 BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim) {

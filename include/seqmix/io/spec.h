@@ -90,6 +90,8 @@ void check_option_value(const OptionInfo& info, const std::string& value, const 
 // Lists are stored as their items joined by ';'.
 std::vector<std::string> split_list(const std::string& joined);
 std::string join_list(const std::vector<std::string>& items);
+// items joined by sep, e.g. "a, b, c".
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
 // Parsing of single values, shared with configs and overrides.
 int64_t parse_integer(const std::string& text, const std::string& what);

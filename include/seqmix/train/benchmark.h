@@ -17,8 +17,6 @@ struct OpShape {
 
 // attention, fem_softmax_read, linear_attention, gla, aft, lrnn_decay, ssm.
 const std::vector<std::string>& bench_op_names();
-// fused, naive.
-const std::vector<std::string>& bench_impl_names();
 
 class BenchCase {
  public:
