@@ -20,13 +20,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 
 // exp for float: Cephes' range reduction and degree-6 polynomial (about 1 ulp), exactly 0 below -87.3
 // (so exp(-inf) = 0). Written with plain comparisons, so loops over arrays vectorise (the kernels are
-// compiled with -fno-trapping-math). double uses std::exp.
+// compiled with -fno-trapping-math). NaN gives exp(-87.3): a NaN test (x == x) stops GCC vectorising
+// the callers' loops, and a NaN input still reaches the outputs through the block products.
+// double uses std::exp.
 inline float fast_exp(float x) {
-  const float input = x;
   const float keep = x < -87.3f ? 0.0f : 1.0f;
-  x = x < -87.3f ? -87.3f : x;
+  x = x > -87.3f ? x : -87.3f;  // NaN lands here too, so the float-to-int conversion below is always defined
   x = x > 88.3762626647950f ? 88.3762626647950f : x;
-  x = x == x ? x : 0.0f;  // NaN: evaluate at 0 (no undefined float-to-int conversion), return NaN below
   const float t = x * 1.44269504088896341f + 0.5f;
   int32_t n = static_cast<int32_t>(t);
   n -= static_cast<float>(n) > t ? 1 : 0;  // floor
@@ -43,8 +43,7 @@ inline float fast_exp(float x) {
   const int32_t e = (n + 127) << 23;
   float scale;
   std::memcpy(&scale, &e, sizeof scale);
-  const float result = y * scale * keep;
-  return input == input ? result : input;
+  return y * scale * keep;
 }
 inline double fast_exp(double x) { return std::exp(x); }
 
