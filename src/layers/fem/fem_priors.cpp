@@ -189,9 +189,25 @@ torch::Tensor head_log_decay(torch::nn::Linear& decay, const FemPriorConfig& c, 
   return mask.defined() ? a * as_float_mask(mask, a).unsqueeze(-1) : a;
 }
 
-class GlaPrior : public LinearStatePrior {
+// The priors read through GLA's op (decayed linear state): gla and lrnn_decay differ in their inputs only.
+class DecayedLinearPrior : public LinearStatePrior {
  public:
-  explicit GlaPrior(const FemPriorConfig& c) : LinearStatePrior(c) {
+  using LinearStatePrior::LinearStatePrior;
+  torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
+    return normalised(gla_read(config_, in.q, in.k, values, in.log_decay));
+  }
+  torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
+    ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
+    auto r = ops::gla_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.log_decay.squeeze(1), st);
+    s["prior.kv"] = st.kv;
+    s["prior.k_sum"] = st.k_sum;
+    return normalised(r).squeeze(1);
+  }
+};
+
+class GlaPrior : public DecayedLinearPrior {
+ public:
+  explicit GlaPrior(const FemPriorConfig& c) : DecayedLinearPrior(c) {
     qk_.create(*this, c);
     decay_ = linear(*this, "decay", c.dim, c.heads, true);
   }
@@ -207,16 +223,6 @@ class GlaPrior : public LinearStatePrior {
     in.mask = mask;
     return in;
   }
-  torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(gla_read(config_, in.q, in.k, values, in.log_decay));
-  }
-  torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
-    ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
-    auto r = ops::gla_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.log_decay.squeeze(1), st);
-    s["prior.kv"] = st.kv;
-    s["prior.k_sum"] = st.k_sum;
-    return normalised(r).squeeze(1);
-  }
 
  protected:
   int64_t feature_dim() const override { return config_.qk_head_dim; }
@@ -229,9 +235,9 @@ class GlaPrior : public LinearStatePrior {
 
 // LRNN-decay: s_t(i) = exp(sum_{r=i+1..t} a_r), the decay of GLA without features: GLA's op with unit
 // query/key features (a zero key at padded positions).
-class LrnnDecayPrior : public LinearStatePrior {
+class LrnnDecayPrior : public DecayedLinearPrior {
  public:
-  explicit LrnnDecayPrior(const FemPriorConfig& c) : LinearStatePrior(c) {
+  explicit LrnnDecayPrior(const FemPriorConfig& c) : DecayedLinearPrior(c) {
     decay_ = linear(*this, "decay", c.dim, c.heads, true);
   }
   std::string name() const override { return "lrnn_decay"; }
@@ -243,16 +249,6 @@ class LrnnDecayPrior : public LinearStatePrior {
     in.log_decay = head_log_decay(decay_, config_, x, m, mask);
     in.mask = mask;
     return in;
-  }
-  torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(gla_read(config_, in.q, in.k, values, in.log_decay));
-  }
-  torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
-    ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
-    auto r = ops::gla_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.log_decay.squeeze(1), st);
-    s["prior.kv"] = st.kv;
-    s["prior.k_sum"] = st.k_sum;
-    return normalised(r).squeeze(1);
   }
 
  protected:
