@@ -23,14 +23,6 @@ torch::Tensor leaf(const torch::Tensor& t, torch::ScalarType type) {
   return t.to(type).detach().clone().requires_grad_();
 }
 
-void expect_all_close(const std::vector<torch::Tensor>& f64, const std::vector<torch::Tensor>& f32,
-                      const std::vector<torch::Tensor>& ref, const std::vector<const char*>& names) {
-  for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_TRUE(testing::assert_close(f64[i], ref[i], 1e-10, 1e-12)) << names[i] << " fp64";
-    EXPECT_TRUE(testing::assert_close(f32[i], ref[i], 2e-4, 2e-5)) << names[i] << " fp32";
-  }
-}
-
 // ---- AFT ----
 
 struct AftInputs {
@@ -54,8 +46,8 @@ void compare_aft(const AftInputs& in) {
   SCOPED_TRACE("B" + std::to_string(in.k.size(0)) + " T" + std::to_string(in.k.size(1)) + " C" +
                std::to_string(in.k.size(2)) + (in.mask.defined() ? " masked" : ""));
   const auto ref = run_aft(in, false, torch::kDouble);
-  expect_all_close(run_aft(in, true, torch::kDouble), run_aft(in, true, torch::kFloat), ref,
-                   {"numerator", "normaliser", "dk", "dv"});
+  testing::expect_twins_close(ref, run_aft(in, true, torch::kDouble), run_aft(in, true, torch::kFloat),
+                              {"numerator", "normaliser", "dk", "dv"});
 }
 
 TEST(FusedAft, MatchesNaiveOverAwkwardShapes) {
@@ -155,8 +147,8 @@ void compare_ssm(const SsmInputs& in) {
   SCOPED_TRACE("B" + std::to_string(in.u.size(0)) + " T" + std::to_string(in.u.size(1)) + " C" +
                std::to_string(in.u.size(2)) + " N" + std::to_string(in.A.size(1)));
   const auto ref = run_ssm(in, false, torch::kDouble);
-  expect_all_close(run_ssm(in, true, torch::kDouble), run_ssm(in, true, torch::kFloat), ref,
-                   {"y", "du", "ddelta", "dA", "db", "dc"});
+  testing::expect_twins_close(ref, run_ssm(in, true, torch::kDouble), run_ssm(in, true, torch::kFloat),
+                              {"y", "du", "ddelta", "dA", "db", "dc"});
 }
 
 TEST(FusedSsm, MatchesNaiveOverAwkwardShapes) {

@@ -35,11 +35,7 @@ void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t se
   const auto ref = run(false, torch::kDouble);
   const auto f64 = run(true, torch::kDouble);
   const auto f32 = run(true, torch::kFloat);
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(testing::assert_close(f64[i], ref[i], 1e-10, 1e-12)) << names[i] << " fp64";
-    EXPECT_TRUE(testing::assert_close(f32[i], ref[i], 2e-4, 2e-5)) << names[i] << " fp32";
-  }
+  testing::expect_twins_close(ref, f64, f32, {"out", "dq", "dk", "dv"});
 }
 
 TEST(FusedAttention, MatchesNaiveOverAwkwardShapes) {

@@ -40,11 +40,11 @@ void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t se
   const auto ref = run(false, torch::kDouble);
   const auto f64 = run(true, torch::kDouble);
   const auto f32 = run(true, torch::kFloat);
-  const char* names[] = {"mu", "F", "dq", "dk", "dv", "dbeta"};
-  for (int i = 0; i < 6; ++i) {
-    EXPECT_TRUE(testing::assert_close(f64[i], ref[i], 1e-9, 1e-11)) << names[i] << " fp64";
-    EXPECT_TRUE(testing::assert_close(f32[i], ref[i], 5e-4, 5e-4)) << names[i] << " fp32";
-  }
+  testing::TwinTolerances tolerances;
+  tolerances.fp64_rtol = 1e-9;
+  tolerances.fp64_atol = 1e-11;
+  tolerances.fp32_rtol = tolerances.fp32_atol = 5e-4;
+  testing::expect_twins_close(ref, f64, f32, {"mu", "F", "dq", "dk", "dv", "dbeta"}, tolerances);
 }
 
 TEST(FusedFemRead, MatchesNaiveOverAwkwardShapes) {

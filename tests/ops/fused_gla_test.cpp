@@ -54,12 +54,11 @@ void expect_matches(const Op& fused, const Op& naive, const std::vector<torch::T
   const auto ref = run(naive, inputs, grad_numerator, grad_normaliser, torch::kDouble);
   const auto f64 = run(fused, inputs, grad_numerator, grad_normaliser, torch::kDouble);
   const auto f32 = run(fused, inputs, grad_numerator, grad_normaliser, torch::kFloat);
-  const char* names[] = {"numerator", "normaliser", "dq", "dk", "dv", "dlog_decay"};
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double scale = 1.0 + ref[i].abs().max().item<double>();
-    EXPECT_TRUE(testing::assert_close(f64[i], ref[i], 1e-10, 1e-12 * scale)) << names[i] << " fp64";
-    EXPECT_TRUE(testing::assert_close(f32[i], ref[i], 2e-4, 2e-5 * scale)) << names[i] << " fp32";
-  }
+  testing::TwinTolerances tolerances;
+  tolerances.scale_atol = true;
+  std::vector<std::string> names = {"numerator", "normaliser", "dq", "dk", "dv", "dlog_decay"};
+  names.resize(ref.size());  // linear attention has no log_decay
+  testing::expect_twins_close(ref, f64, f32, names, tolerances);
 }
 
 const Op gla_fused_op = [](const std::vector<torch::Tensor>& x) { return ops::gla_fused(x[0], x[1], x[2], x[3]); };

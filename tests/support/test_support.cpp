@@ -75,4 +75,17 @@ std::string shared_data(const std::string& relative) {
   return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
+void expect_twins_close(const std::vector<torch::Tensor>& reference, const std::vector<torch::Tensor>& fused64,
+                        const std::vector<torch::Tensor>& fused32, const std::vector<std::string>& names,
+                        const TwinTolerances& tol) {
+  ASSERT_EQ(fused64.size(), reference.size());
+  ASSERT_EQ(fused32.size(), reference.size());
+  ASSERT_EQ(names.size(), reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const double scale = tol.scale_atol ? 1.0 + reference[i].abs().max().item<double>() : 1.0;
+    EXPECT_TRUE(assert_close(fused64[i], reference[i], tol.fp64_rtol, tol.fp64_atol * scale)) << names[i] << " fp64";
+    EXPECT_TRUE(assert_close(fused32[i], reference[i], tol.fp32_rtol, tol.fp32_atol * scale)) << names[i] << " fp32";
+  }
+}
+
 }  // namespace seqmix::testing

@@ -16,6 +16,17 @@ namespace seqmix::testing {
 #define EXPECT_CLOSE(actual, expected, rtol, atol) \
   EXPECT_TRUE(::seqmix::testing::assert_close((actual), (expected), (rtol), (atol)))
 
+// A fused kernel against its naive twin: the fused fp64 and fp32 results against the fp64 naive reference,
+// entry i reported as names[i]. With scale_atol the absolute floors grow with 1 + max|reference| (reads
+// that are sums of signed terms).
+struct TwinTolerances {
+  double fp64_rtol = 1e-10, fp64_atol = 1e-12, fp32_rtol = 2e-4, fp32_atol = 2e-5;
+  bool scale_atol = false;
+};
+void expect_twins_close(const std::vector<torch::Tensor>& reference, const std::vector<torch::Tensor>& fused64,
+                        const std::vector<torch::Tensor>& fused32, const std::vector<std::string>& names,
+                        const TwinTolerances& tolerances = {});
+
 // Central finite differences of a random projection of fn's output against autograd, in fp64, for
 // every input that requires grad. Checks up to max_elements entries per input (spread over the tensor).
 ::testing::AssertionResult gradcheck(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn,
