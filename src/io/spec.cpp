@@ -267,6 +267,7 @@ std::string describe_components(const std::string& title, const std::vector<Comp
       if (head.size() < 30) head.resize(30, ' ');
       os << head << " [" << o.type_name() << "] " << o.meaning << "\n";
     }
+    for (const auto& line : c.notes) os << "      " << line << "\n";
   }
   return os.str();
 }

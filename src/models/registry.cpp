@@ -9,6 +9,7 @@
 #include "seqmix/io/error.h"
 #include "seqmix/layers/fem.h"
 #include "seqmix/layers/gated_linear_attention.h"
+#include "seqmix/layers/hypermlp.h"
 #include "seqmix/layers/linear_attention.h"
 #include "seqmix/layers/relu_attention.h"
 #include "seqmix/layers/selective_ssm.h"
@@ -49,6 +50,71 @@ OptionInfo impl_option() {
 std::vector<OptionInfo> with(std::vector<OptionInfo> base, const std::vector<OptionInfo>& extra) {
   base.insert(base.end(), extra.begin(), extra.end());
   return base;
+}
+
+// hypermlp (bases S, R) and hyperglu (base G): one layer, any Table 1 label.
+constexpr int64_t kHyperMixRank = 16, kHyperBlock = 256;
+constexpr double kHyperRopeTheta = 10000.0;
+ComponentInfo hyper_info(const std::string& name, const std::string& meaning, const std::string& variant, bool glu) {
+  std::vector<std::string> notes = {"Table 1 labels (variant=...):"};
+  std::string line;
+  for (const auto& [label, title] : hyper_table1_labels()) {
+    if ((label[0] == 'G') != glu) continue;
+    const std::string item = title.empty() ? label : label + " (" + title + ")";
+    if (line.size() + item.size() > 90) notes.push_back("  " + line), line.clear();
+    line += (line.empty() ? "" : ", ") + item;
+  }
+  notes.push_back("  " + line);
+  notes.push_back("Grammar: Base[-Feat][-Rank][-Mix][!]; Feat from p (RoPE), c (KV conv), g (gates); Rank q|v "
+                  "(matched budget); Mix 1|2|12 (+o lag layout); ! no compression.");
+  return {name, meaning,
+          {OptionInfo::text("variant", variant, "variant label, e.g. " + variant + " (listed below)"),
+           OptionInfo::integer("heads", 2, "value heads (the paper fixes 2; G has 2 score heads per value head)", 1),
+           OptionInfo::integer("mix_rank", kHyperMixRank, "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12)", 1),
+           OptionInfo::integer("max_len", 0, "positions the mixing parameters cover (0 = the model's length)", 0),
+           OptionInfo::integer("qk_rank", 0, "total QK rank by hand (0 = from the label; '!' labels only)", 0),
+           OptionInfo::integer("vo_rank", 0, "total VO rank by hand (0 = from the label; '!' labels only)", 0),
+           OptionInfo::integer("block", kHyperBlock, "query rows per block of the blocked read (0 = one block)", 0),
+           OptionInfo::real("rope_theta", kHyperRopeTheta, "RoPE base (labels with p)", 1.0),
+           OptionInfo::real("eps", 1e-12, "under the square root of the score-row norm (R, G)", 0.0),
+           OptionInfo::flag("bias", false, "biases on W_q, W_k, W_v, W_o (gates and controls always have them)"),
+           OptionInfo::choice("path", "blocked", {"blocked", "dense"},
+                              "blocked read (row blocks, no t x t mixer) or its dense naive twin (O(T^3))")},
+          notes};
+}
+
+Mixer build_hyper(const std::string& name, bool glu, const MixerContext& c, const Options& o) {
+  HyperMlpOptions h;
+  try {
+    h.variant = HyperVariant::parse(o.text("variant"));
+  } catch (const Error& e) {
+    throw Error("mixer " + name + ": " + e.what());
+  }
+  const HyperVariant& v = h.variant;
+  if ((v.base == 'G') != glu)
+    throw Error("mixer " + name + ": variant " + v.label + " has base " + v.base + "; " +
+                (glu ? "hyperglu takes G labels (use hypermlp for S and R)" : "hypermlp takes S and R labels (use hyperglu for G)"));
+  // A value other than the default that the label would ignore is an error. (Not `was_given`: a resolved
+  // spec, as a run's config.yaml holds it, spells every option out.)
+  if (o.real("rope_theta") != kHyperRopeTheta && !v.rope)
+    throw Error("mixer " + name + ": rope_theta applies only to labels with p (RoPE); variant " + v.label + " has none");
+  for (const char* key : {"mix_rank", "max_len"})
+    if (o.integer(key) != (key == std::string("mix_rank") ? kHyperMixRank : 0) && !v.mixes())
+      throw Error("mixer " + name + ": " + key + " applies only to labels with temporal mixing (1, 2, 12); variant " +
+                  v.label + " has none");
+  if (o.integer("block") != kHyperBlock && o.text("path") == "dense") throw Error("mixer " + name + ": block applies to path=blocked only");
+  h.dim = c.dim;
+  h.heads = o.integer("heads");
+  h.mix_rank = o.integer("mix_rank");
+  h.max_len = o.integer("max_len") > 0 ? o.integer("max_len") : c.max_len;
+  h.qk_rank = o.integer("qk_rank");
+  h.vo_rank = o.integer("vo_rank");
+  h.block = o.integer("block");
+  h.rope_theta = o.real("rope_theta");
+  h.eps = o.real("eps");
+  h.bias = o.flag("bias");
+  h.dense = o.text("path") == "dense";
+  return std::make_shared<HyperMlpImpl>(name, h);
 }
 
 const std::vector<MixerEntry>& mixer_entries() {
@@ -159,9 +225,9 @@ const std::vector<MixerEntry>& mixer_entries() {
          OptionInfo::real("eps", 1e-6, "feature offset (ReLU+eps) and gate RMS floor", 0.0),
          OptionInfo::flag("bias", true, "biases in the projections"),
          OptionInfo::flag("causal", true, "causal, or bidirectional (softmax and linear priors)"),
-         OptionInfo::choice("impl", "fused", {"fused", "naive"},
+         OptionInfo::choice("impl", "auto", {"auto", "fused", "naive"},
                             "fused kernels (the softmax prior's one-pass mu+F read, cap <= 40) or the naive reads; "
-                            "cap=0 (causal) always streams step by step")}},
+                            "auto: fused, except that cap=0 (causal) streams step by step")}},
        [](const MixerContext& c, const Options& o) -> Mixer {
          FemOptions f;
          f.dim = c.dim;
@@ -182,13 +248,20 @@ const std::vector<MixerEntry>& mixer_entries() {
          f.bias = o.flag("bias");
          f.causal = o.flag("causal");
          f.raw_values = c.raw_values;
-         f.impl = ops::parse_impl(o.text("impl"));
-         if (o.was_given("impl") && f.impl == ops::Impl::fused && f.lse && f.cap == 0 && f.causal)
+         // auto is fused; only an explicit fused asks for a kernel that cap=0's streaming read cannot use.
+         f.impl = o.text("impl") == "naive" ? ops::Impl::naive : ops::Impl::fused;
+         if (o.text("impl") == "fused" && f.lse && f.cap == 0 && f.causal)
            throw Error("mixer fem: impl=fused needs a value cap > 0 (cap=0 always runs the step-by-step streaming read)");
          if (f.impl == ops::Impl::fused && f.lse && f.prior == "softmax" && f.cap > ops::kFemFusedMaxCap)
            throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
          return std::make_shared<FemImpl>(f);
        }},
+      {hyper_info("hypermlp", "HyperMLP: attention as a dynamic 2-layer MLP with DPLR sequence mixing (S and R labels)",
+                  "R-cg-q-12o", false),
+       [](const MixerContext& c, const Options& o) { return build_hyper("hypermlp", false, c, o); }},
+      {hyper_info("hyperglu", "HyperGLU: HyperMLP with Softplus(scale) * ReLU(L2Norm(gate)) (G labels)",
+                  "G-cg-q-12o", true),
+       [](const MixerContext& c, const Options& o) { return build_hyper("hyperglu", true, c, o); }},
   };
   return entries;
 }

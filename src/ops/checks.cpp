@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "seqmix/ops/hypermlp.h"
+
 namespace seqmix::ops {
 
 namespace {
@@ -92,6 +94,52 @@ void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta
   check_same_size(A, 1, b, 2, op, "state sizes of A and b");
   check_same_size(u, 0, b, 0, op, "batch sizes of u and b");
   check_same_size(u, 1, b, 1, op, "lengths of u and b");
+}
+
+namespace {
+void check_hyper_mixing(const char* op, const char* side, const at::Tensor& s, const HyperMixing& mix,
+                        const at::Tensor& q, int64_t heads, int64_t keys) {
+  TORCH_CHECK(s.defined() == mix.defined(), op, ": the ", side,
+              " mixing needs both its controls and its parameters (one is missing)");
+  if (!mix.defined()) return;
+  check_rank(s, op, side, 4, "B,T,Hm,r");
+  check_rank(mix.diag, op, "mixing diag", 2, "Hm,Lmax");
+  check_rank(mix.U, op, "mixing U", 3, "Hm,Lmax,r");
+  check_rank(mix.Vt, op, "mixing Vt", 3, "Hm,r,Lmax");
+  check_same_float_dtype(op, {q, s, mix.diag, mix.U, mix.Vt});
+  TORCH_CHECK(s.sizes().slice(0, 2) == q.sizes().slice(0, 2) && s.size(2) == heads, op, ": ", side,
+              " controls must have shape [B,T,", heads, ",r] (got ", s.sizes(), ")");
+  const int64_t lmax = mix.U.size(1), rank = mix.U.size(2);
+  TORCH_CHECK(mix.U.size(0) == heads && mix.diag.size(0) == heads && mix.Vt.size(0) == heads &&
+                  mix.diag.size(1) == lmax && mix.Vt.size(1) == rank && mix.Vt.size(2) == lmax && s.size(3) == rank,
+              op, ": ", side, " mixing parameters disagree (diag ", mix.diag.sizes(), ", U ", mix.U.sizes(), ", Vt ",
+              mix.Vt.sizes(), ", controls ", s.sizes(), "; expected [", heads, ",Lmax], [", heads, ",Lmax,r], [",
+              heads, ",r,Lmax], [B,T,", heads, ",r])");
+  TORCH_CHECK(keys <= lmax, op, ": ", keys, " positions exceed the ", lmax,
+              " for which the sequence-mixing parameters are stored (max_len)");
+}
+}  // namespace
+
+void check_hypermlp_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
+                         const HyperMixing& mix2, const HyperReadOptions& options) {
+  check_rank(q, op, "q", 4, "B,T,Hq,dqk");
+  check_rank(k, op, "k", 4, "B,S,Hq,dqk");
+  check_rank(v, op, "v", 4, "B,S,H,dvo");
+  check_same_float_dtype(op, {q, k, v});
+  TORCH_CHECK(k.size(0) == q.size(0) && k.size(2) == q.size(2) && k.size(3) == q.size(3), op,
+              ": k must share [B,.,Hq,dqk] with q (got ", k.sizes(), " and ", q.sizes(), ")");
+  TORCH_CHECK(v.size(0) == k.size(0) && v.size(1) == k.size(1), op, ": v must share [B,S] with k (got ", v.sizes(),
+              " and ", k.sizes(), ")");
+  TORCH_CHECK(q.size(1) <= k.size(1), op, ": more queries (", q.size(1), ") than keys (", k.size(1), ")");
+  const int64_t heads = v.size(2);
+  const int64_t score_heads = options.activation == HyperActivation::glu ? 2 * heads : heads;
+  TORCH_CHECK(q.size(2) == score_heads, op, ": q must have ", score_heads, " heads for ", heads, " value heads",
+              options.activation == HyperActivation::glu ? " (glu: a gate and a scale head per value head)" : "",
+              " (got ", q.size(2), ")");
+  TORCH_CHECK(options.block >= 0, op, ": block must be >= 0 (got ", options.block, ")");
+  check_hyper_mixing(op, "s1", s1, mix1, q, score_heads, k.size(1));
+  check_hyper_mixing(op, "s2", s2, mix2, q, heads, k.size(1));
 }
 
 }  // namespace seqmix::ops

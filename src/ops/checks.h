@@ -27,4 +27,12 @@ void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tenso
 void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
                     const at::Tensor& b, const at::Tensor& c);
 
+// HyperMLP read: q [B,T,Hq,dqk], k [B,S,Hq,dqk], v [B,S,H,dvo], Hq = H or 2H (glu), T <= S; each mixing
+// side (s [B,T,Hm,r] with its diag [Hm,Lmax], U [Hm,Lmax,r], Vt [Hm,r,Lmax]) is checked when defined.
+struct HyperMixing;
+struct HyperReadOptions;
+void check_hypermlp_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
+                         const HyperMixing& mix2, const HyperReadOptions& options);
+
 }  // namespace seqmix::ops

@@ -15,6 +15,8 @@ seqmix_cli_error(bad_task_option "must be even" train --task mad.in_context_reca
 seqmix_cli_error(unknown_model_key "model lm has no option 'width'" train --model lm:width=4 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(bad_steps "steps" train --steps 0)
 seqmix_cli_error(unknown_command "" frobnicate)
+seqmix_cli_error(hyper_bad_label "mixer hypermlp: variant 'R-cx': unknown part 'cx'" train --mixer hypermlp:variant=R-cx --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(hyper_budget "cannot match softmax attention's 65,536 parameters at width 128.*use mix_rank=" train --mixer hyperglu --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 
 add_test(NAME cli.list_shows_every_mixer COMMAND $<TARGET_FILE:seqmix> list)
 set_tests_properties(cli.list_shows_every_mixer PROPERTIES LABELS fast
@@ -55,6 +57,18 @@ add_test(NAME cli.bench_tiny_model COMMAND $<TARGET_FILE:seqmix> bench --model g
          --repeats 2 --warmup 1 --threads 1)
 set_tests_properties(cli.bench_tiny_model PROPERTIES LABELS fast
   PASS_REGULAR_EXPRESSION "gla:heads=2.*1,8,16.*reference matmul: [0-9.]+ GFLOP/s")
+
+add_test(NAME cli.bench_tiny_hyperglu COMMAND $<TARGET_FILE:seqmix> bench --model hyperglu:variant=G-cg-12o! --shape 1,12,16
+         --backward --repeats 2 --warmup 1 --threads 1)
+set_tests_properties(cli.bench_tiny_hyperglu PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "hyperglu:variant=G-cg-12o!.*1,12,16.*reference matmul: [0-9.]+ GFLOP/s")
+add_test(NAME cli.tiny_hyperglu_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_CLI_TMP}/tiny_hyperglu_run)
+set_tests_properties(cli.tiny_hyperglu_run_clean PROPERTIES FIXTURES_SETUP tiny_hyperglu_clean LABELS fast)
+add_test(NAME cli.tiny_hyperglu_run COMMAND $<TARGET_FILE:seqmix> train --task mad.in_context_recall:seq_len=16,num_train=64,num_test=16
+         --mixer hyperglu:variant=G-cg-12o! --set model=lm:dim=16 --steps 4 --eval-every 2 --threads 1
+         --out ${SEQMIX_CLI_TMP}/tiny_hyperglu_run)
+set_tests_properties(cli.tiny_hyperglu_run PROPERTIES FIXTURES_REQUIRED tiny_hyperglu_clean LABELS fast
+  PASS_REGULAR_EXPRESSION "accuracy")
 
 # A tiny run, then what can be done with it.
 set(SEQMIX_TINY_RUN ${SEQMIX_CLI_TMP}/tiny_run)

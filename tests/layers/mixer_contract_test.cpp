@@ -24,7 +24,12 @@ std::vector<MixerCase> causal_cases() {
           {"fem:prior=aft", 16},  {"fem:prior=lrnn_decay", 16}, {"fem:prior=ssm,ssm_state=3", 16},
           {"fem:cap=0", 16},      {"fem:prior=gla,cap=0", 16}, {"fem:prior=aft,flags=CL,cap=0", 16},
           {"fem:prior=ssm,flags=LTG,cap=0,ssm_state=2", 16},   {"fem:flags=,prior=linear", 16},
-          {"fem:budget=ii,heads=2", 24}, {"fem:flags=CLT,prior=lrnn_decay", 16}};
+          {"fem:budget=ii,heads=2", 24}, {"fem:flags=CLT,prior=lrnn_decay", 16},
+          {"hypermlp", 384},      {"hyperglu", 384},          {"hypermlp:variant=R-cg-12o!", 16},
+          {"hypermlp:variant=R-pcg-12o!,block=3", 16},        {"hypermlp:variant=S-pcg-12o!", 16},
+          {"hypermlp:variant=R-12!", 16},                     {"hypermlp:variant=S-pc", 16},
+          {"hypermlp:variant=R-c-2o!,path=dense", 16},        {"hyperglu:variant=G-cg-12o!,block=4", 16},
+          {"hyperglu:variant=G-p-1o!", 16},                   {"hyperglu:variant=G-cg-12!", 16}};
 }
 
 std::vector<MixerCase> bidirectional_cases() {

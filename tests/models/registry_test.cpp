@@ -20,10 +20,27 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Registry, EveryListedMixerBuildsWithItsDefaults) {
   for (const auto& info : mixer_infos()) {
     SCOPED_TRACE(info.name);
-    auto m = build_mixer(info.name, MixerContext{32, 16});
-    EXPECT_EQ(m->forward(torch::randn({2, 5, 32})).sizes(), (at::IntArrayRef{2, 5, 32}));
+    // Width 384: HyperMLP's matched budget (4 d^2) has room for its r_s = 16 mixers there.
+    auto m = build_mixer(info.name, MixerContext{384, 16});
+    EXPECT_EQ(m->forward(torch::randn({2, 5, 384})).sizes(), (at::IntArrayRef{2, 5, 384}));
     EXPECT_FALSE(info.meaning.empty());
     for (const auto& o : info.options) EXPECT_FALSE(o.meaning.empty()) << o.key;
+  }
+}
+
+TEST(Registry, ResolvedSpecsBuildTheSameMixer) {
+  // A run's config.yaml holds the resolved spec (every option spelled out); building from it must neither
+  // fail nor change the mixer. (fem:cap=0 once failed this way: its resolved impl= looked explicit.)
+  for (const std::string spec : {"fem:cap=0", "fem:prior=gla,cap=0", "hypermlp:variant=R-pc", "hyperglu:variant=G-c-12o!",
+                                 "hypermlp:variant=S", "softmax:heads=2", "ssm"}) {
+    SCOPED_TRACE(spec);
+    const std::string resolved = resolve_mixer_spec(spec);
+    torch::manual_seed(1);
+    auto a = build_mixer(spec, MixerContext{384, 16});
+    torch::manual_seed(1);
+    auto b = build_mixer(resolved, MixerContext{384, 16});
+    auto x = torch::randn({1, 6, 384});
+    EXPECT_TRUE(torch::equal(a->forward(x), b->forward(x)));
   }
 }
 

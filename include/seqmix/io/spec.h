@@ -74,6 +74,7 @@ struct ComponentInfo {
   std::string name;
   std::string meaning;
   std::vector<OptionInfo> options;
+  std::vector<std::string> notes;  // extra lines for `seqmix list` (e.g. the labels a text option takes)
 };
 
 // Finds `name` in `infos` or throws "unknown <kind> 'name'; valid <kind>s: ...".
