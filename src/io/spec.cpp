@@ -162,9 +162,18 @@ Spec Spec::parse(const std::string& text) {
   spec.name = trim(s.substr(0, colon));
   if (spec.name.empty()) throw Error("spec '" + text + "' has no name before ':'");
   if (colon == std::string::npos) return spec;
-  std::stringstream rest(s.substr(colon + 1));
-  std::string item;
-  while (std::getline(rest, item, ',')) {
+  // Options split at commas outside parentheses, so a value may be a nested spec with several options:
+  // "lm:residual=(nesterov:share=layer,norm=post),dim=64". Enclosing parentheses are dropped from values.
+  std::vector<std::string> items(1);
+  int depth = 0;
+  for (char ch : s.substr(colon + 1)) {
+    if (ch == '(') ++depth;
+    if (ch == ')' && --depth < 0) throw Error("spec '" + text + "' has a ')' without its '('");
+    if (ch == ',' && depth == 0) items.emplace_back();
+    else items.back() += ch;
+  }
+  if (depth != 0) throw Error("spec '" + text + "' has a '(' without its ')'");
+  for (std::string item : items) {
     item = trim(item);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
@@ -172,6 +181,7 @@ Spec Spec::parse(const std::string& text) {
       throw Error("spec '" + text + "': option '" + item + "' is not of the form key=value");
     std::string key = trim(item.substr(0, eq));
     std::string value = trim(item.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '(' && value.back() == ')') value = trim(value.substr(1, value.size() - 2));
     if (key.empty()) throw Error("spec '" + text + "': option '" + item + "' has an empty key");
     for (const auto& kv : spec.options)
       if (kv.first == key) throw Error("spec '" + text + "' sets option '" + key + "' twice");
@@ -183,7 +193,8 @@ Spec Spec::parse(const std::string& text) {
 std::string Spec::str() const {
   std::string out = name;
   for (size_t i = 0; i < options.size(); ++i)
-    out += (i ? "," : ":") + options[i].first + "=" + options[i].second;
+    out += (i ? "," : ":") + options[i].first + "=" +
+           (options[i].second.find(',') != std::string::npos ? "(" + options[i].second + ")" : options[i].second);
   return out;
 }
 

@@ -142,8 +142,13 @@ torch::Tensor LanguageModelImpl::run_blocks(
     BlockImpl* b = blocks_[l].get();
     BlockSublayers s;
     s.mixer = [b, l, &mix](const torch::Tensor& z) { return mix(l, b->mixer_norm->forward(z)); };
-    if (b->channel)
+    s.raw_mixer = [l, &mix](const torch::Tensor& z) { return mix(l, z); };
+    s.mixer_norm = [b](const torch::Tensor& z) { return b->mixer_norm->forward(z); };
+    if (b->channel) {
       s.channel = [b](const torch::Tensor& z) { return b->channel->forward(b->channel_norm->forward(z)); };
+      s.raw_channel = [b](const torch::Tensor& z) { return b->channel->forward(z); };
+      s.channel_norm = [b](const torch::Tensor& z) { return b->channel_norm->forward(z); };
+    }
     subs.push_back(std::move(s));
   }
   return residual_->forward(x, subs);

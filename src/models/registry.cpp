@@ -7,11 +7,13 @@
 #include <torch/torch.h>
 
 #include "seqmix/io/error.h"
+#include "seqmix/layers/energy_mixer.h"
 #include "seqmix/layers/fem.h"
 #include "seqmix/layers/gated_linear_attention.h"
 #include "seqmix/layers/hypermlp.h"
 #include "seqmix/layers/linear_attention.h"
 #include "seqmix/layers/relu_attention.h"
+#include "seqmix/layers/second_order_attention.h"
 #include "seqmix/layers/selective_ssm.h"
 #include "seqmix/layers/softmax_attention.h"
 #include "seqmix/ops/fem.h"
@@ -256,6 +258,58 @@ const std::vector<MixerEntry>& mixer_entries() {
            throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
          return std::make_shared<FemImpl>(f);
        }},
+      {{"energy", "the energy framework: optimiser steps on F(E(z, h_i)) by autograd, any recipe (research)",
+        {OptionInfo::choice("local", "neg_inner", {"abs_inner", "neg_inner", "half_sq_distance", "lp", "huber"},
+                            "local energy E_i(q, k_i), q = W1 z, k_i = W2 h_i"),
+         OptionInfo::choice("global", "helmholtz", {"neg_sum_squares", "gated_sum_squares", "helmholtz"},
+                            "global energy: -T/2 sum E^2, its forgetting-gated form, -T log sum exp(-E/T)"),
+         OptionInfo::choice("optimizer", "gd", {"gd", "momentum", "nesterov", "newton", "newton_taylor"},
+                            "optimiser (newton: no backward, analysis only; newton_taylor: helmholtz + half_sq_distance)"),
+         OptionInfo::integer("heads", 4, "heads (F is their average)", 1),
+         OptionInfo::integer("steps", 1, "optimiser steps per layer", 1, 64),
+         OptionInfo::real("eta", 1.0, "step size"),
+         OptionInfo::real("beta", 0.9, "momentum coefficient (momentum, nesterov)"),
+         OptionInfo::real("temperature", 0.0, "T (0 = sqrt(head width))", 0.0),
+         OptionInfo::real("p", 1.5, "exponent of the lp local energy", 1.0),
+         OptionInfo::real("delta", 1.0, "threshold of the huber local energy", 1e-12)}},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         EnergyMixerOptions e;
+         e.dim = c.dim;
+         e.local = o.text("local");
+         e.global = o.text("global");
+         e.optimizer = o.text("optimizer");
+         e.heads = o.integer("heads");
+         e.steps = o.integer("steps");
+         e.eta = o.real("eta");
+         e.beta = o.real("beta");
+         e.temperature = o.real("temperature");
+         e.p = o.real("p");
+         e.delta = o.real("delta");
+         if (e.beta != 0.9 && e.optimizer != "momentum" && e.optimizer != "nesterov")
+           throw Error("mixer energy: beta applies to optimizer=momentum or nesterov only");
+         if (e.p != 1.5 && e.local != "lp") throw Error("mixer energy: p applies to local=lp only");
+         if (e.delta != 1.0 && e.local != "huber") throw Error("mixer energy: delta applies to local=huber only");
+         return std::make_shared<EnergyMixerImpl>(e);
+       }},
+      {{"mha2nd1st",
+        "MHA2nd1st: Newton step with a first-order Taylor inverse, Euclidean scores, key covariance bias",
+        with(kv_attention_options(true),
+             {OptionInfo::choice("bias_temperature", "multiplier", {"multiplier", "divisor"},
+                                 "the learnable bias temperature (init 0.01) multiplies or divides b_h")})},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         SecondOrderAttentionOptions a;
+         read_kv_attention(c, o, a);
+         a.bias_temperature_divides = o.text("bias_temperature") == "divisor";
+         return std::make_shared<Mha2nd1stImpl>(a);
+       }},
+      {{"light2nd1st", "LightMHA2nd1st: softmax attention plus tau_h Cov_p(v) vbar per head",
+        with(kv_attention_options(true), {OptionInfo::real("tau", 0.01, "initial tau_h")})},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         SecondOrderAttentionOptions a;
+         read_kv_attention(c, o, a);
+         a.tau = o.real("tau");
+         return std::make_shared<LightMha2nd1stImpl>(a);
+       }},
       {hyper_info("hypermlp", "HyperMLP: attention as a dynamic 2-layer MLP with DPLR sequence mixing (S and R labels)",
                   "R-cg-q-12o", false),
        [](const MixerContext& c, const Options& o) { return build_hyper("hypermlp", false, c, o); }},
@@ -319,15 +373,41 @@ ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
 }
 
 const std::vector<ComponentInfo>& residual_infos() {
+  auto momentum_options = [] {
+    return std::vector<OptionInfo>{
+        OptionInfo::real("beta", 0.9, "momentum coefficient (initial value when learnable)"),
+        OptionInfo::real("eta", 1.0, "step size (initial value when learnable)"),
+        OptionInfo::flag("learn", true, "beta and eta are learnable parameters"),
+        OptionInfo::choice("share", "sublayer", {"sublayer", "layer", "global"},
+                           "one (beta, eta) per sublayer, per block, or one for the stack"),
+        OptionInfo::choice("norm", "pre", {"pre", "post"},
+                           "pre: sublayers normalise their input; post: z <- norm(z + eta m) after each update")};
+  };
   static const std::vector<ComponentInfo> infos = {
       {"prenorm", "x <- x + f(norm(x)) for every sublayer (GPT-2 style)", {}},
+      {"momentum", "MomenMHA: m <- beta m + f(z), z <- z + eta m through every mixer and channel sublayer",
+       momentum_options()},
+      {"nesterov", "NagMHA: m <- beta m + f(z + beta m), z <- z + eta m (sublayers see the look-ahead)",
+       momentum_options()},
   };
   return infos;
 }
 
 ResidualScheme build_residual(const std::string& spec, int64_t sublayers) {
-  component_options(residual_infos(), "residual scheme", spec);
-  return std::make_shared<PreNormResidualImpl>();
+  const Options o = component_options(residual_infos(), "residual scheme", spec);
+  const std::string name = Spec::parse(spec).name;
+  if (name == "prenorm") return std::make_shared<PreNormResidualImpl>();
+  MomentumResidualOptions m;
+  m.nesterov = name == "nesterov";
+  m.beta = o.real("beta");
+  m.eta = o.real("eta");
+  m.learnable = o.flag("learn");
+  const std::string share = o.text("share");
+  m.sharing = share == "sublayer" ? MomentumResidualOptions::Sharing::sublayer
+              : share == "layer"  ? MomentumResidualOptions::Sharing::layer
+                                  : MomentumResidualOptions::Sharing::global;
+  m.post_norm = o.text("norm") == "post";
+  return std::make_shared<MomentumResidualImpl>(m, sublayers);
 }
 
 }  // namespace seqmix

@@ -70,6 +70,24 @@ add_test(NAME cli.tiny_hyperglu_run COMMAND $<TARGET_FILE:seqmix> train --task m
 set_tests_properties(cli.tiny_hyperglu_run PROPERTIES FIXTURES_REQUIRED tiny_hyperglu_clean LABELS fast
   PASS_REGULAR_EXPRESSION "accuracy")
 
+# The energy-attention mixers and the NagMHA residual (a nested spec in parentheses), then a resume that
+# rebuilds the model from the resolved config.
+set(SEQMIX_ENERGY_RUN ${SEQMIX_CLI_TMP}/tiny_energy_run)
+add_test(NAME cli.tiny_energy_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_ENERGY_RUN})
+set_tests_properties(cli.tiny_energy_run_clean PROPERTIES FIXTURES_SETUP tiny_energy_clean LABELS fast)
+add_test(NAME cli.tiny_energy_run COMMAND $<TARGET_FILE:seqmix> train --task mad.in_context_recall:seq_len=16,num_train=64,num_test=16
+         --mixer mha2nd1st:heads=2 --mixer light2nd1st:heads=2 --mixer energy:heads=2
+         --set "model=lm:dim=16,layers=3,residual=(nesterov:share=layer,norm=post)" --steps 4 --eval-every 2 --threads 1
+         --out ${SEQMIX_ENERGY_RUN})
+set_tests_properties(cli.tiny_energy_run PROPERTIES FIXTURES_REQUIRED tiny_energy_clean FIXTURES_SETUP tiny_energy_run
+  LABELS fast PASS_REGULAR_EXPRESSION "final accuracy")
+add_test(NAME cli.tiny_energy_run_config COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_ENERGY_RUN}/config.yaml)
+set_tests_properties(cli.tiny_energy_run_config PROPERTIES FIXTURES_REQUIRED tiny_energy_run LABELS fast
+  PASS_REGULAR_EXPRESSION "residual=\\(nesterov:share=layer,norm=post\\)")
+add_test(NAME cli.tiny_energy_run_resume COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_ENERGY_RUN} --threads 1)
+set_tests_properties(cli.tiny_energy_run_resume PROPERTIES FIXTURES_REQUIRED tiny_energy_run LABELS fast
+  PASS_REGULAR_EXPRESSION "final accuracy")
+
 # A tiny run, then what can be done with it.
 set(SEQMIX_TINY_RUN ${SEQMIX_CLI_TMP}/tiny_run)
 add_test(NAME cli.tiny_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_TINY_RUN})

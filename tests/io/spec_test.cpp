@@ -31,12 +31,20 @@ TEST(Spec, ParsesNameAndOptionsInOrder) {
   EXPECT_EQ(Spec::parse("softmax").options.size(), 0u);
   // Values may hold '-' and '!' (HyperMLP variant labels).
   EXPECT_EQ(Spec::parse("hypermlp:variant=R-12!").options[0].second, "R-12!");
+  // A nested spec with several options goes in parentheses, and prints back in them.
+  const Spec nested = Spec::parse("lm:residual=(nesterov:share=layer,norm=post),dim=64");
+  ASSERT_EQ(nested.options.size(), 2u);
+  EXPECT_EQ(nested.options[0].second, "nesterov:share=layer,norm=post");
+  EXPECT_EQ(nested.str(), "lm:residual=(nesterov:share=layer,norm=post),dim=64");
+  EXPECT_EQ(Spec::parse(nested.str()).options[0].second, nested.options[0].second);
 }
 
 TEST(Spec, MalformedTextIsAnError) {
   EXPECT_NE(error_of([] { Spec::parse(":heads=4"); }).find("no name"), std::string::npos);
   EXPECT_NE(error_of([] { Spec::parse("softmax:heads"); }).find("key=value"), std::string::npos);
   EXPECT_NE(error_of([] { Spec::parse("softmax:heads=1,heads=2"); }).find("twice"), std::string::npos);
+  EXPECT_NE(error_of([] { Spec::parse("lm:residual=(momentum:beta=1"); }).find("'(' without its ')'"), std::string::npos);
+  EXPECT_NE(error_of([] { Spec::parse("lm:residual=momentum)"); }).find("')' without its '('"), std::string::npos);
 }
 
 TEST(Options, DefaultsAndTypedValues) {

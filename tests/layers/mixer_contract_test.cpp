@@ -29,12 +29,20 @@ std::vector<MixerCase> causal_cases() {
           {"hypermlp:variant=R-pcg-12o!,block=3", 16},        {"hypermlp:variant=S-pcg-12o!", 16},
           {"hypermlp:variant=R-12!", 16},                     {"hypermlp:variant=S-pc", 16},
           {"hypermlp:variant=R-c-2o!,path=dense", 16},        {"hyperglu:variant=G-cg-12o!,block=4", 16},
-          {"hyperglu:variant=G-p-1o!", 16},                   {"hyperglu:variant=G-cg-12!", 16}};
+          {"hyperglu:variant=G-p-1o!", 16},                   {"hyperglu:variant=G-cg-12!", 16},
+          {"mha2nd1st", 16},      {"mha2nd1st:rope=0,heads=4,bias_temperature=divisor", 16},
+          {"light2nd1st", 16},    {"light2nd1st:rope=0,heads=4,tau=0.5", 16},
+          {"energy", 8},          {"energy:local=abs_inner,global=neg_sum_squares,heads=2", 8},
+          {"energy:global=gated_sum_squares,local=half_sq_distance,optimizer=momentum,steps=2", 8},
+          {"energy:local=huber,optimizer=nesterov,steps=2,delta=0.5", 8},
+          {"energy:local=lp,p=3,heads=2", 8},
+          {"energy:local=half_sq_distance,optimizer=newton_taylor,steps=2,heads=2", 8}};
 }
 
 std::vector<MixerCase> bidirectional_cases() {
   return {{"softmax:causal=0", 16}, {"relu:causal=0", 16},  {"linear:causal=0", 16},
-          {"fem:causal=0", 16},     {"fem:prior=linear,causal=0,cap=0", 16}};
+          {"fem:causal=0", 16},     {"fem:prior=linear,causal=0,cap=0", 16},
+          {"mha2nd1st:causal=0", 16}, {"light2nd1st:causal=0", 16}};
 }
 
 Mixer make(const MixerCase& c) {

@@ -13,8 +13,10 @@ namespace seqmix {
 using Sublayer = std::function<torch::Tensor(const torch::Tensor&)>;  // [B,T,D] -> [B,T,D]
 
 struct BlockSublayers {
-  Sublayer mixer;
-  Sublayer channel;  // empty when the block has no channel mixer
+  Sublayer mixer;    // norm then mixer
+  Sublayer channel;  // norm then channel mixer; empty when the block has no channel mixer
+  // The same sublayers without their input norm, and the norms alone (for post-norm schemes).
+  Sublayer raw_mixer, raw_channel, mixer_norm, channel_norm;
 };
 
 class ResidualSchemeImpl : public torch::nn::Module {
@@ -27,6 +29,34 @@ using ResidualScheme = std::shared_ptr<ResidualSchemeImpl>;
 class PreNormResidualImpl : public ResidualSchemeImpl {
  public:
   torch::Tensor forward(const torch::Tensor& x, const std::vector<BlockSublayers>& blocks) override;
+};
+
+// MomenMHA / NagMHA (energy paper §3.1): the sublayer outputs f act as negated gradients of an implicit
+// energy, and one momentum tensor m (per token, m = 0 at the input) threads through every sublayer in
+// order (mixer 1, channel 1, mixer 2, ...):
+//   momentum:  m <- beta m + f(z),                 z <- z + eta m
+//   nesterov:  m <- beta m + f(z + beta m),        z <- z + eta m   (the sublayer sees the look-ahead)
+// beta and eta are learnable (init 0.9 and 1.0), one pair per sublayer, per block or for the whole stack.
+// With norm = pre the sublayer normalises its input (pre-LN, the paper's GPT); with norm = post the
+// stack state is renormalised after each update, z <- norm(z + eta m), and the sublayer sees it directly.
+// beta = 0, eta = 1, norm = pre is exactly the pre-norm residual.
+struct MomentumResidualOptions {
+  bool nesterov = false;
+  enum class Sharing { sublayer, layer, global } sharing = Sharing::sublayer;
+  bool post_norm = false;
+  double beta = 0.9, eta = 1.0;
+  bool learnable = true;
+};
+
+class MomentumResidualImpl : public ResidualSchemeImpl {
+ public:
+  MomentumResidualImpl(const MomentumResidualOptions& options, int64_t sublayers);
+  torch::Tensor forward(const torch::Tensor& x, const std::vector<BlockSublayers>& blocks) override;
+  torch::Tensor beta, eta;  // [groups]
+
+ private:
+  int64_t group_of(int64_t block, int64_t sublayer_index) const;
+  MomentumResidualOptions options_;
 };
 
 }  // namespace seqmix

@@ -1,0 +1,94 @@
+#include "seqmix/layers/second_order_attention.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "seqmix/io/error.h"
+#include "seqmix/modules/heads.h"
+#include "seqmix/modules/init.h"
+#include "seqmix/modules/rotary.h"
+#include "seqmix/ops/second_order_attention.h"
+
+namespace seqmix {
+
+LightMha2nd1stImpl::LightMha2nd1stImpl(const SecondOrderAttentionOptions& options)
+    : KVAttentionImpl("light2nd1st", options) {
+  tau = register_parameter("tau", torch::full({options.heads}, options.tau));
+}
+
+torch::Tensor LightMha2nd1stImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         bool causal) {
+  return ops::light2nd1st_read(q, k, v, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), tau, causal);
+}
+
+Mha2nd1stImpl::Mha2nd1stImpl(const SecondOrderAttentionOptions& options)
+    : MixerImpl("mha2nd1st", options.dim, options.causal), options_(options) {
+  if (options.heads <= 0 || options.dim % options.heads != 0)
+    throw Error("mixer mha2nd1st: width " + std::to_string(options.dim) + " is not divisible by heads=" +
+                std::to_string(options.heads));
+  head_dim_ = options.dim / options.heads;
+  if (options.rope && head_dim_ % 2 != 0)
+    throw Error("mixer mha2nd1st: rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
+  if (options.raw_values) throw Error("mixer mha2nd1st never reads the attended tokens' values (no raw-value read)");
+  qk = register_module("qk", torch::nn::Linear(torch::nn::LinearOptions(options.dim, 2 * options.dim).bias(options.bias)));
+  init_linear(qk);
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(options.dim, options.dim).bias(options.bias)));
+  init_linear(out);
+  value_weight = register_parameter("value_weight", torch::randn({options.heads, head_dim_, options.dim}) * 0.02);
+  temperature = register_parameter("temperature", torch::full({options.heads}, std::sqrt(2.0 * head_dim_)));
+  bias_temperature = register_parameter("bias_temperature", torch::full({options.heads}, options.tau));
+}
+
+std::pair<torch::Tensor, torch::Tensor> Mha2nd1stImpl::project(const torch::Tensor& x, int64_t offset) {
+  auto parts = qk(x).chunk(2, -1);
+  auto q = split_heads(parts[0], options_.heads), k = split_heads(parts[1], options_.heads);
+  if (options_.rope) {
+    q = apply_rotary(q, offset, options_.rope_theta);
+    k = apply_rotary(k, offset, options_.rope_theta);
+  }
+  return {q, k};
+}
+
+torch::Tensor Mha2nd1stImpl::read(const torch::Tensor& q, const torch::Tensor& keys, bool causal) {
+  auto scale = options_.bias_temperature_divides ? bias_temperature.reciprocal() : bias_temperature;
+  auto direction = ops::mha2nd1st_read(q, keys, temperature, scale, causal);  // u + b, [B,T,H,d_h]
+  // M_h (u + b) = W_Q,h^T (W_Q,h W_Q,h^T)^-1 (u + b), then W_V,h: one [d_h, d_h] matrix per head,
+  // W_V,h W_Q,h^T, after the solve against the Gram matrix.
+  auto wq = qk->weight.narrow(0, 0, options_.dim).view({options_.heads, head_dim_, options_.dim});  // [H,d_h,d]
+  auto gram = torch::matmul(wq, wq.transpose(1, 2));                                                   // [H,d_h,d_h]
+  auto rhs = direction.permute({2, 3, 0, 1}).reshape({options_.heads, head_dim_, -1});               // [H,d_h,B*T]
+  auto solved = at::linalg_solve(gram, rhs);
+  auto mixed = torch::matmul(torch::matmul(value_weight, wq.transpose(1, 2)), solved);               // [H,d_h,B*T]
+  auto heads = mixed.view({options_.heads, head_dim_, q.size(0), q.size(1)}).permute({2, 3, 0, 1});   // [B,T,H,d_h]
+  return out(merge_heads(heads.contiguous()));
+}
+
+torch::Tensor Mha2nd1stImpl::forward(const torch::Tensor& x) {
+  check_input(x);
+  auto [q, k] = project(x, 0);
+  return read(q, k, is_causal());
+}
+
+DecodeState Mha2nd1stImpl::init_state(int64_t batch) const {
+  check_decodable();
+  DecodeState s;
+  s["k"] = torch::zeros({batch, 0, options_.heads, head_dim_}, qk->weight.options());
+  return s;
+}
+
+torch::Tensor Mha2nd1stImpl::prefill(const torch::Tensor& x, DecodeState& state) {
+  check_input(x);
+  check_decodable();
+  auto [q, k] = project(x, state.position);
+  state["k"] = torch::cat({state["k"], k}, 1);
+  state.position += x.size(1);
+  return read(q, state["k"], /*causal=*/true);
+}
+
+torch::Tensor Mha2nd1stImpl::step(const torch::Tensor& x_t, DecodeState& state) {
+  check_step_input(x_t);
+  return prefill(x_t.unsqueeze(1), state).squeeze(1);
+}
+
+}  // namespace seqmix
