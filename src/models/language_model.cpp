@@ -80,7 +80,8 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o
     blocks_.push_back(std::make_shared<BlockImpl>(o, l));
     block_list->push_back(blocks_.back());
   }
-  residual_ = register_module("residual", build_residual(o.residual, 2 * o.layers));
+  const int64_t sublayers_per_block = blocks_.front()->channel ? 2 : 1;
+  residual_ = register_module("residual", build_residual(o.residual, o.layers, sublayers_per_block));
   if (o.final_norm) final_norm_ = register_module("final_norm", make_norm(o.norm, o.dim));
 
   const int64_t out_size = o.vocab_size > 0 ? o.vocab_size : o.output_features;

@@ -393,7 +393,7 @@ const std::vector<ComponentInfo>& residual_infos() {
   return infos;
 }
 
-ResidualScheme build_residual(const std::string& spec, int64_t sublayers) {
+ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block) {
   const Options o = component_options(residual_infos(), "residual scheme", spec);
   const std::string name = Spec::parse(spec).name;
   if (name == "prenorm") return std::make_shared<PreNormResidualImpl>();
@@ -407,7 +407,7 @@ ResidualScheme build_residual(const std::string& spec, int64_t sublayers) {
               : share == "layer"  ? MomentumResidualOptions::Sharing::layer
                                   : MomentumResidualOptions::Sharing::global;
   m.post_norm = o.text("norm") == "post";
-  return std::make_shared<MomentumResidualImpl>(m, sublayers);
+  return std::make_shared<MomentumResidualImpl>(m, blocks, sublayers_per_block);
 }
 
 }  // namespace seqmix

@@ -13,10 +13,11 @@ torch::Tensor PreNormResidualImpl::forward(const torch::Tensor& x, const std::ve
   return z;
 }
 
-MomentumResidualImpl::MomentumResidualImpl(const MomentumResidualOptions& options, int64_t sublayers)
+MomentumResidualImpl::MomentumResidualImpl(const MomentumResidualOptions& options, int64_t blocks,
+                                           int64_t sublayers_per_block)
     : options_(options) {
-  const int64_t groups = options.sharing == MomentumResidualOptions::Sharing::sublayer ? sublayers
-                         : options.sharing == MomentumResidualOptions::Sharing::layer ? (sublayers + 1) / 2
+  const int64_t groups = options.sharing == MomentumResidualOptions::Sharing::sublayer ? blocks * sublayers_per_block
+                         : options.sharing == MomentumResidualOptions::Sharing::layer ? blocks
                                                                                         : 1;
   beta = torch::full({groups}, options.beta);
   eta = torch::full({groups}, options.eta);

@@ -8,6 +8,9 @@
 
 #include "seqmix/io/error.h"
 #include "seqmix/layers/energy_mixer.h"
+#include "seqmix/layers/second_order_attention.h"
+#include "seqmix/modules/rotary.h"
+#include "seqmix/ops/second_order_attention.h"
 #include "seqmix/models/registry.h"
 #include "support/test_support.h"
 
@@ -159,6 +162,31 @@ TEST(EnergyFramework, NewtonStepEqualsTheRangeSpaceSolveAndTaylorItsFirstOrder) 
       for (int64_t t = 2; t < kT; ++t) ys.push_back(m->step(x.select(1, t), state).unsqueeze(1));
       EXPECT_CLOSE(torch::cat(ys, 1), expected, 1e-7, 1e-10);
     }
+  }
+}
+
+TEST(Mha2nd1st, DirectionsMapBackToTheRotatedQuerySpace) {
+  // r_h = W_Q,h^T (W_Q,h W_Q,h^T)^-1 R_t^T (u + b): so W_Q,h r_h, rotated by the query's angle, is the read
+  // u + b again (with RoPE the rotation must be undone before the pseudo-inverse; without it, it is absent).
+  for (int rope : {0, 1}) {
+    torch::manual_seed(9);
+    auto m = std::dynamic_pointer_cast<Mha2nd1stImpl>(
+        build_mixer("mha2nd1st:heads=2,rope=" + std::to_string(rope), MixerContext{16, 32}));
+    m->to(torch::kDouble);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : m->parameters())
+        if (p.dim() == 2) p.normal_(0, 0.5);
+    }
+    torch::NoGradGuard no_grad;
+    auto x = torch::randn({2, 6, 16}, torch::kDouble);
+    auto [q, k] = m->project(x, 3);
+    auto r = m->directions(q, k, true, 3);  // [B,T,H,D]
+    auto wq = m->qk->weight.narrow(0, 0, 16).view({2, 8, 16});
+    auto back = torch::einsum("bthd,hed->bthe", {r, wq});  // W_Q,h r_h
+    if (rope) back = apply_rotary(back, 3);
+    EXPECT_CLOSE(back, ops::mha2nd1st_read(q, k, m->temperature, m->bias_temperature, true), 1e-9, 1e-11)
+        << "rope=" << rope;
   }
 }
 

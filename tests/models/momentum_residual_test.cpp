@@ -41,7 +41,7 @@ double skip_weight(int64_t L, int64_t k, double beta, double eta) {
 }
 
 ResidualScheme scheme(const std::string& spec, int64_t sublayers) {
-  auto r = build_residual(spec, sublayers);
+  auto r = build_residual(spec, sublayers, /*sublayers_per_block=*/1);
   r->to(torch::kDouble);
   return r;
 }
@@ -114,11 +114,17 @@ TEST(MomentumResidual, DecodingEqualsTheFullForwardAndBetaEtaLearn) {
     auto tokens = torch::randint(0, 11, {2, 9}, torch::kLong);
     auto full = m->forward(tokens);
     full.sum().backward();
-    for (const auto& p : m->named_parameters())
-      if (p.key().find("residual.") == 0) {
-        ASSERT_TRUE(p.value().grad().defined()) << p.key();
-        EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
+    // Every coefficient gets a gradient, except the first sublayer's beta with one pair per sublayer
+    // (it multiplies m = 0).
+    const bool per_sublayer = spec.find("share=") == std::string::npos;
+    for (const char* name : {"residual.beta", "residual.eta"}) {
+      auto grad = m->named_parameters()[name].grad();
+      ASSERT_TRUE(grad.defined()) << name;
+      for (int64_t i = 0; i < grad.numel(); ++i) {
+        if (per_sublayer && i == 0 && std::string(name) == "residual.beta") EXPECT_EQ(grad[i].item<double>(), 0.0);
+        else EXPECT_NE(grad[i].item<double>(), 0.0) << name << "[" << i << "]";
       }
+    }
     torch::NoGradGuard no_grad;
     auto state = m->init_state(2);
     EXPECT_CLOSE(m->prefill(tokens.narrow(1, 0, 4), state), full.narrow(1, 0, 4), 1e-10, 1e-12);
@@ -162,12 +168,14 @@ TEST(MomentumResidual, FiniteDifferenceGradientsOfInputBetaAndEta) {
 }
 
 TEST(MomentumResidual, SharingSetsTheNumberOfCoefficients) {
-  EXPECT_EQ(build_residual("momentum", 6)->parameters().size(), 2u);
-  EXPECT_EQ(build_residual("momentum", 6)->named_parameters()["beta"].numel(), 6);
-  EXPECT_EQ(build_residual("momentum:share=layer", 6)->named_parameters()["beta"].numel(), 3);
-  EXPECT_EQ(build_residual("nesterov:share=global", 6)->named_parameters()["eta"].numel(), 1);
-  EXPECT_EQ(build_residual("momentum:learn=0", 6)->parameters().size(), 0u);
-  EXPECT_THROW(build_residual("momentum:share=head", 6), Error);
+  EXPECT_EQ(build_residual("momentum", 3)->parameters().size(), 2u);
+  EXPECT_EQ(build_residual("momentum", 3)->named_parameters()["beta"].numel(), 6);
+  EXPECT_EQ(build_residual("momentum", 3, 1)->named_parameters()["beta"].numel(), 3);  // no channel mixers
+  EXPECT_EQ(build_residual("momentum:share=layer", 3)->named_parameters()["beta"].numel(), 3);
+  EXPECT_EQ(build_residual("momentum:share=layer", 3, 1)->named_parameters()["beta"].numel(), 3);
+  EXPECT_EQ(build_residual("nesterov:share=global", 3)->named_parameters()["eta"].numel(), 1);
+  EXPECT_EQ(build_residual("momentum:learn=0", 3)->parameters().size(), 0u);
+  EXPECT_THROW(build_residual("momentum:share=head", 3), Error);
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ TEST(Registry, EveryChannelMixerAndResidualBuilds) {
     if (info.name == "none") EXPECT_EQ(c, nullptr);
     else EXPECT_EQ(c->forward(torch::randn({2, 3, 16})).sizes(), (at::IntArrayRef{2, 3, 16}));
   }
-  for (const auto& info : residual_infos()) EXPECT_NE(build_residual(info.name, 4), nullptr);
+  for (const auto& info : residual_infos()) EXPECT_NE(build_residual(info.name, 2), nullptr);
 }
 
 TEST(Registry, UnknownNamesAndKeysAreNamedWithTheValidOnes) {

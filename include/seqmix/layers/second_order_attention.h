@@ -4,7 +4,7 @@
 // MHA2nd1st: per head, r_h = M_h (u_h + b_h) with the range-space pseudo-inverse
 // M_h = W_Q,h^T (W_Q,h W_Q,h^T)^-1 (computed once per forward; gradients flow through the solve), then
 // y = W_O [W_V,1 r_1; ...; W_V,H r_H]. W_V,h [d_h, d] acts on r_h, never on the attended tokens; the
-// parameters are MHA's plus the per-head temperature T_h (init sqrt(2 d_h)) and bias temperature (init 0.01).
+// weights are MHA's plus the per-head temperature T_h (init sqrt(2 d_h)) and bias temperature (init 0.01).
 // LightMHA2nd1st: y = W_O [vbar_h + tau_h Cov_p(v_h) vbar_h]_h, tau_h learnable (init 0.01).
 #include "seqmix/layers/kv_attention.h"
 
@@ -33,15 +33,20 @@ class Mha2nd1stImpl : public MixerImpl {
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
   torch::Tensor prefill(const torch::Tensor& x, DecodeState& state) override;
 
+  // q, k [B,T,H,d_h] of x [B,T,D] at positions offset.. (RoPE applied when on).
+  std::pair<torch::Tensor, torch::Tensor> project(const torch::Tensor& x, int64_t offset);
+  // The Newton directions in token space, r_h = M_h R_t^T (u_h + b_h) [B,T,H,D], for queries q at positions
+  // offset.. against keys [B,S,H,d_h]. R_t^T undoes the query's rotation (q = R_t W_Q z, so the map back from
+  // the rotated query space is W_Q^T (W_Q W_Q^T)^-1 R_t^T); it is the identity without RoPE.
+  torch::Tensor directions(const torch::Tensor& q, const torch::Tensor& keys, bool causal, int64_t offset);
+
   torch::nn::Linear qk{nullptr}, out{nullptr};
   torch::Tensor value_weight;      // W_V [H, d_h, d]
   torch::Tensor temperature;       // T_h [H]
   torch::Tensor bias_temperature;  // c_h or T_b [H]
 
  private:
-  // q, k [B,T,H,d_h] at positions offset..; keys [B,S,H,d_h] the visible ones (cache + these).
-  torch::Tensor read(const torch::Tensor& q, const torch::Tensor& keys, bool causal);
-  std::pair<torch::Tensor, torch::Tensor> project(const torch::Tensor& x, int64_t offset);
+  torch::Tensor read(const torch::Tensor& q, const torch::Tensor& keys, bool causal, int64_t offset);
   SecondOrderAttentionOptions options_;
   int64_t head_dim_;
 };

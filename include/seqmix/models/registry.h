@@ -27,7 +27,8 @@ const std::vector<ComponentInfo>& residual_infos();
 Mixer build_mixer(const std::string& spec, const MixerContext& context);
 // nullptr for "none".
 ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim);
-ResidualScheme build_residual(const std::string& spec, int64_t sublayers);
+// blocks of sublayers_per_block sublayers each (2: mixer and channel mixer; 1 without channel mixers).
+ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block = 2);
 
 // The spec with every option spelled out (defaults included), e.g. for config.yaml.
 std::string resolve_mixer_spec(const std::string& spec);

@@ -39,7 +39,8 @@ class PreNormResidualImpl : public ResidualSchemeImpl {
 // beta and eta are learnable (init 0.9 and 1.0), one pair per sublayer, per block or for the whole stack.
 // With norm = pre the sublayer normalises its input (pre-LN, the paper's GPT); with norm = post the
 // stack state is renormalised after each update, z <- norm(z + eta m), and the sublayer sees it directly.
-// beta = 0, eta = 1, norm = pre is exactly the pre-norm residual.
+// beta = 0, eta = 1, norm = pre is exactly the pre-norm residual. (With one pair per sublayer, the first
+// sublayer's beta multiplies m = 0 and has no effect; it is kept so that pairs and sublayers line up.)
 struct MomentumResidualOptions {
   bool nesterov = false;
   enum class Sharing { sublayer, layer, global } sharing = Sharing::sublayer;
@@ -50,7 +51,7 @@ struct MomentumResidualOptions {
 
 class MomentumResidualImpl : public ResidualSchemeImpl {
  public:
-  MomentumResidualImpl(const MomentumResidualOptions& options, int64_t sublayers);
+  MomentumResidualImpl(const MomentumResidualOptions& options, int64_t blocks, int64_t sublayers_per_block);
   torch::Tensor forward(const torch::Tensor& x, const std::vector<BlockSublayers>& blocks) override;
   torch::Tensor beta, eta;  // [groups]
 

@@ -50,24 +50,32 @@ std::pair<torch::Tensor, torch::Tensor> Mha2nd1stImpl::project(const torch::Tens
   return {q, k};
 }
 
-torch::Tensor Mha2nd1stImpl::read(const torch::Tensor& q, const torch::Tensor& keys, bool causal) {
+torch::Tensor Mha2nd1stImpl::directions(const torch::Tensor& q, const torch::Tensor& keys, bool causal,
+                                        int64_t offset) {
   auto scale = options_.bias_temperature_divides ? bias_temperature.reciprocal() : bias_temperature;
   auto direction = ops::mha2nd1st_read(q, keys, temperature, scale, causal);  // u + b, [B,T,H,d_h]
-  // M_h (u + b) = W_Q,h^T (W_Q,h W_Q,h^T)^-1 (u + b), then W_V,h: one [d_h, d_h] matrix per head,
-  // W_V,h W_Q,h^T, after the solve against the Gram matrix.
-  auto wq = qk->weight.narrow(0, 0, options_.dim).view({options_.heads, head_dim_, options_.dim});  // [H,d_h,d]
+  if (options_.rope) {  // R_t^T: rotate back by the query's own angle
+    auto back = -torch::arange(offset, offset + q.size(1), q.options().dtype(torch::kLong));
+    direction = apply_rotary(direction, back.unsqueeze(0).expand({q.size(0), q.size(1)}), options_.rope_theta);
+  }
+  // M_h y = W_Q,h^T (W_Q,h W_Q,h^T)^-1 y: one solve against the [d_h, d_h] Gram matrix per head.
+  auto wq = qk->weight.narrow(0, 0, options_.dim).view({options_.heads, head_dim_, options_.dim});  // [H,d_h,D]
   auto gram = torch::matmul(wq, wq.transpose(1, 2));                                                   // [H,d_h,d_h]
   auto rhs = direction.permute({2, 3, 0, 1}).reshape({options_.heads, head_dim_, -1});               // [H,d_h,B*T]
-  auto solved = at::linalg_solve(gram, rhs);
-  auto mixed = torch::matmul(torch::matmul(value_weight, wq.transpose(1, 2)), solved);               // [H,d_h,B*T]
-  auto heads = mixed.view({options_.heads, head_dim_, q.size(0), q.size(1)}).permute({2, 3, 0, 1});   // [B,T,H,d_h]
-  return out(merge_heads(heads.contiguous()));
+  auto mapped = torch::matmul(wq.transpose(1, 2), at::linalg_solve(gram, rhs));                       // [H,D,B*T]
+  return mapped.view({options_.heads, options_.dim, q.size(0), q.size(1)}).permute({2, 3, 0, 1});     // [B,T,H,D]
+}
+
+torch::Tensor Mha2nd1stImpl::read(const torch::Tensor& q, const torch::Tensor& keys, bool causal, int64_t offset) {
+  // W_V,h r_h per head, then W_O.
+  auto values = torch::einsum("bthd,hed->bthe", {directions(q, keys, causal, offset), value_weight});
+  return out(merge_heads(values));
 }
 
 torch::Tensor Mha2nd1stImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto [q, k] = project(x, 0);
-  return read(q, k, is_causal());
+  return read(q, k, is_causal(), 0);
 }
 
 DecodeState Mha2nd1stImpl::init_state(int64_t batch) const {
@@ -80,10 +88,11 @@ DecodeState Mha2nd1stImpl::init_state(int64_t batch) const {
 torch::Tensor Mha2nd1stImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   check_input(x);
   check_decodable();
-  auto [q, k] = project(x, state.position);
+  const int64_t offset = state.position;
+  auto [q, k] = project(x, offset);
   state["k"] = torch::cat({state["k"], k}, 1);
   state.position += x.size(1);
-  return read(q, state["k"], /*causal=*/true);
+  return read(q, state["k"], /*causal=*/true, offset);
 }
 
 torch::Tensor Mha2nd1stImpl::step(const torch::Tensor& x_t, DecodeState& state) {
