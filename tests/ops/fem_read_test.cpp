@@ -10,10 +10,7 @@
 namespace seqmix {
 namespace {
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 // F(beta) = (1/beta) log sum_i p_i exp(beta v_i), for a prior p [n] and values v [n, C]. For small beta
 // as mu + log1p(E_p[expm1(beta (v - mu))]) / beta, which keeps full precision as beta -> 0.

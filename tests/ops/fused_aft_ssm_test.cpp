@@ -14,10 +14,7 @@ namespace {
 
 using torch::indexing::Slice;
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 torch::Tensor leaf(const torch::Tensor& t, torch::ScalarType type) {
   return t.to(type).detach().clone().requires_grad_();

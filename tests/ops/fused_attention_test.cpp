@@ -12,10 +12,7 @@ struct Shape {
   int64_t B, T, S, H, dk, dv;
 };
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t seed) {
   SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " S" + std::to_string(s.S) + " H" +

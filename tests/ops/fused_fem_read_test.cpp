@@ -12,10 +12,7 @@ struct Shape {
   int64_t B, T, S, H, dk, dv;
 };
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 // value_scale 30 with beta around 1-2 pushes many |beta v| past the cap, so the clamp is exercised.
 void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t seed, double value_scale = 3.0,

@@ -20,10 +20,7 @@ std::string describe(const Shape& s) {
          std::to_string(s.dk) + " dv" + std::to_string(s.dv);
 }
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 // log sigmoid of N(3, 2^2), as a gated layer produces them: mostly in [-1, 0] so the state carries across
 // chunks, a few down to -5.

@@ -14,10 +14,7 @@ namespace {
 using ops::HyperActivation;
 using ops::HyperLayout;
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 struct Case {
   HyperActivation activation;

@@ -10,10 +10,7 @@
 namespace seqmix {
 namespace {
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 torch::Tensor positive(std::vector<int64_t> shape, uint64_t seed) { return torch::softplus(rnd(shape, seed)); }
 
 // S_t = e^{a_t} S_{t-1} + k_t v_t^T, z_t = e^{a_t} z_{t-1} + k_t, one explicit loop per (b, h).

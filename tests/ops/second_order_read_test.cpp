@@ -10,10 +10,7 @@
 namespace seqmix {
 namespace {
 
-torch::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return torch::randn(shape, g, torch::kDouble);
-}
+constexpr auto rnd = &testing::seeded_randn;
 
 std::vector<torch::Tensor> with_grads(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& f,
                                       const std::vector<torch::Tensor>& inputs) {

@@ -88,4 +88,9 @@ void expect_twins_close(const std::vector<torch::Tensor>& reference, const std::
   }
 }
 
+torch::Tensor seeded_randn(std::vector<int64_t> shape, uint64_t seed) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randn(shape, g, torch::kDouble);
+}
+
 }  // namespace seqmix::testing

@@ -33,6 +33,9 @@ void expect_twins_close(const std::vector<torch::Tensor>& reference, const std::
                                      std::vector<torch::Tensor> inputs, double eps = 1e-6, double rtol = 1e-5,
                                      double atol = 1e-7, int64_t max_elements = 64);
 
+// fp64 standard normals of the given shape from their own generator: the same tensor for the same seed.
+torch::Tensor seeded_randn(std::vector<int64_t> shape, uint64_t seed);
+
 // Casts every parameter and buffer of a module to fp64.
 void to_double(torch::nn::Module& module);
 
