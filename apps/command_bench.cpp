@@ -33,9 +33,9 @@ struct BenchArgs {
 };
 
 // One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option); spec is
-// the mixer's spec with its impl (--model only).
+// the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list several).
 struct PlannedCase {
-  std::string impl, spec;
+  std::string impl, spec, op;
 };
 
 struct BenchPlan {
@@ -114,10 +114,14 @@ std::vector<PlannedCase> model_cases(const std::string& spec_text, const std::st
 
 BenchPlan make_plan(const BenchArgs& a) {
   if (a.op.empty() == a.model.empty()) throw Error("bench needs exactly one of --op NAME and --model SPEC");
-  if (!a.op.empty()) {
+  std::vector<std::string> op_names;
+  for (const auto& name : a.op.empty() ? std::vector<std::string>{} : split(a.op, ',')) {
     const auto& ops = bench_op_names();
-    if (std::find(ops.begin(), ops.end(), a.op) == ops.end())
-      throw Error("unknown op '" + a.op + "'; valid ops: " + join(ops));
+    if (std::find(ops.begin(), ops.end(), name) == ops.end())
+      throw Error("unknown op '" + name + "'; valid ops: " + join(ops));
+    if (std::find(op_names.begin(), op_names.end(), name) != op_names.end())
+      throw Error("--op lists '" + name + "' twice");
+    op_names.push_back(name);
   }
   if (a.shape.empty()) throw Error("bench needs --shape");
   if (a.repeats < 1) throw Error("--repeats must be at least 1");
@@ -126,7 +130,8 @@ BenchPlan make_plan(const BenchArgs& a) {
   BenchPlan plan;
   plan.shape = parse_shape(a.shape, a);
   if (!a.op.empty()) {
-    for (const auto& impl : parse_impls(a.impl.empty() ? "fused,naive" : a.impl)) plan.cases.push_back({impl, ""});
+    for (const auto& name : op_names)
+      for (const auto& impl : parse_impls(a.impl.empty() ? "fused,naive" : a.impl)) plan.cases.push_back({impl, "", name});
   } else {
     plan.cases = model_cases(a.model, a.impl);
   }
@@ -142,7 +147,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 OpShape op_shape(const std::vector<int64_t>& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
 
 std::string case_name(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
-  return (a.op.empty() ? "mixer " + c.spec : "op " + a.op + " (" + c.impl + ")") + " at shape " +
+  return (a.op.empty() ? "mixer " + c.spec : "op " + c.op + " (" + c.impl + ")") + " at shape " +
          shape_text(plan.shape);
 }
 
@@ -152,7 +157,7 @@ int run_child_case(const BenchArgs& a, const BenchPlan& plan) {
   const PlannedCase& c = plan.cases.front();
   const auto& s = plan.shape;
   BenchCase bench_case =
-      a.op.empty() ? make_mixer_case(c.spec, s[0], s[1], s[2]) : make_op_case(a.op, c.impl, op_shape(s));
+      a.op.empty() ? make_mixer_case(c.spec, s[0], s[1], s[2]) : make_op_case(c.op, c.impl, op_shape(s));
   const BenchTimes times = time_case(bench_case, {a.warmup, a.repeats, a.backward}, case_name(a, plan, c));
   nlohmann::json j = {{"fwd_ms", times.fwd_ms}, {"peak_mb", peak_resident_mib()}};
   if (times.fwdbwd_ms) j["fwdbwd_ms"] = *times.fwdbwd_ms;
@@ -221,7 +226,7 @@ CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const Pl
   if (a.op.empty()) {
     args.insert(args.end(), {"--model", c.spec});
   } else {
-    args.insert(args.end(), {"--op", a.op, "--impl", c.impl});
+    args.insert(args.end(), {"--op", c.op, "--impl", c.impl});
   }
   if (a.backward) args.push_back("--backward");
   const ChildOutput child = run_self(args);
@@ -259,9 +264,9 @@ double rounded(double x, int decimals) {
 }
 
 // GFLOP/s of factor x the op's forward flops in ms; nullopt for mixers and ops without a flop count.
-std::optional<double> gflops(const BenchArgs& a, const BenchPlan& plan, double factor, double ms) {
-  if (a.op.empty()) return std::nullopt;
-  const std::optional<double> flops = op_forward_flops(a.op, op_shape(plan.shape));
+std::optional<double> gflops(const BenchPlan& plan, const PlannedCase& c, double factor, double ms) {
+  if (c.op.empty()) return std::nullopt;
+  const std::optional<double> flops = op_forward_flops(c.op, op_shape(plan.shape));
   if (!flops) return std::nullopt;
   return factor * *flops / (ms / 1e3) / 1e9;
 }
@@ -285,7 +290,7 @@ void print_json(const BenchArgs& a, const BenchPlan& plan, const std::vector<Cas
     if (a.op.empty()) {
       j["model"] = c.spec;
     } else {
-      j["op"] = a.op;
+      j["op"] = c.op;
     }
     j["impl"] = c.impl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.impl);
     j["shape"] = plan.shape;
@@ -295,29 +300,42 @@ void print_json(const BenchArgs& a, const BenchPlan& plan, const std::vector<Cas
     if (t.fwdbwd_ms) j["fwdbwd_tokens_per_s"] = std::llround(tokens / (*t.fwdbwd_ms / 1e3));
     j["peak_mb"] = rounded(results[i].peak_mb, 1);
     j["ref_gflops"] = rounded(ref_gflops, 2);
-    j["gflops"] = json_or_null(gflops(a, plan, 1, t.fwd_ms), 2);
-    if (t.fwdbwd_ms) j["fwdbwd_gflops"] = json_or_null(gflops(a, plan, kForwardBackwardFlopFactor, *t.fwdbwd_ms), 2);
+    j["gflops"] = json_or_null(gflops(plan, c, 1, t.fwd_ms), 2);
+    if (t.fwdbwd_ms) j["fwdbwd_gflops"] = json_or_null(gflops(plan, c, kForwardBackwardFlopFactor, *t.fwdbwd_ms), 2);
     std::printf("%s\n", j.dump().c_str());
   }
 }
 
-// "fused is 3.1x faster than naive (fwd)", when both were timed.
-void print_ratio(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
-  std::optional<size_t> fused, naive;
-  for (size_t i = 0; i < plan.cases.size(); ++i) {
-    if (plan.cases[i].impl == "fused") fused = i;
-    if (plan.cases[i].impl == "naive") naive = i;
-  }
-  if (!fused || !naive) return;
-  auto line = [](double fused_ms, double naive_ms, const char* pass) {
-    const double ratio = naive_ms / fused_ms;
-    if (ratio >= 1)
-      std::printf("fused is %.1fx faster than naive (%s)\n", ratio, pass);
-    else
-      std::printf("fused is %.1fx slower than naive (%s)\n", 1 / ratio, pass);
+// "X is 3.1x faster than Y (fwd)".
+void print_speedup(const std::string& x, double x_ms, const std::string& y, double y_ms, const char* pass) {
+  const double ratio = y_ms / x_ms;
+  if (ratio >= 1)
+    std::printf("%s is %.1fx faster than %s (%s)\n", x.c_str(), ratio, y.c_str(), pass);
+  else
+    std::printf("%s is %.1fx slower than %s (%s)\n", x.c_str(), 1 / ratio, y.c_str(), pass);
+}
+
+// Ratios measured in this run: fused against naive for each op or mixer timed both ways, and with several
+// ops, the first op against each later one with the same impl ("ela (fused) is 6.1x faster than attention
+// (fused)").
+void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
+  auto compare = [&](size_t i, size_t j, const std::string& x, const std::string& y) {
+    print_speedup(x, results[i].times.fwd_ms, y, results[j].times.fwd_ms, "fwd");
+    if (backward) print_speedup(x, *results[i].times.fwdbwd_ms, y, *results[j].times.fwdbwd_ms, "fwd+bwd");
   };
-  line(results[*fused].times.fwd_ms, results[*naive].times.fwd_ms, "fwd");
-  if (backward) line(*results[*fused].times.fwdbwd_ms, *results[*naive].times.fwdbwd_ms, "fwd+bwd");
+  const auto& cases = plan.cases;
+  const bool several_ops = !cases.empty() && cases.back().op != cases.front().op;
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (size_t j = 0; j < cases.size(); ++j) {
+      if (cases[i].op != cases[j].op || cases[i].impl != "fused" || cases[j].impl != "naive") continue;
+      compare(i, j, several_ops ? cases[i].op + " fused" : "fused", several_ops ? cases[j].op + " naive" : "naive");
+    }
+  if (!several_ops) return;
+  for (size_t j = 0; j < cases.size(); ++j)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].op != cases.front().op || cases[j].op == cases.front().op || cases[i].impl != cases[j].impl) continue;
+      compare(i, j, cases[i].op + " (" + cases[i].impl + ")", cases[j].op + " (" + cases[j].impl + ")");
+    }
 }
 
 void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<CaseResult>& results, double ref_gflops) {
@@ -329,10 +347,10 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& t = results[i].times;
     auto gflops_text = [&](double factor, double ms) {
-      const std::optional<double> g = gflops(a, plan, factor, ms);
+      const std::optional<double> g = gflops(plan, plan.cases[i], factor, ms);
       return g ? fixed(*g, 1) : "-";
     };
-    std::vector<std::string> row = {a.op.empty() ? plan.cases[i].spec : a.op,
+    std::vector<std::string> row = {a.op.empty() ? plan.cases[i].spec : plan.cases[i].op,
                                     plan.cases[i].impl.empty() ? "-" : plan.cases[i].impl,
                                     shape_text(plan.shape),
                                     fixed(t.fwd_ms, 3),
@@ -356,7 +374,7 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
     }
     std::printf("%s\n", line.c_str());
   }
-  print_ratio(plan, results, a.backward);
+  print_ratios(plan, results, a.backward);
   std::printf("reference matmul: %.1f GFLOP/s (1024x1024 fp32, median of 7)\n", ref_gflops);
 }
 
@@ -379,7 +397,8 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand("bench", "time an op (fused vs naive) or a mixer: forward, forward+backward, memory");
-  sub->add_option("--op", a->op, "op: " + join(bench_op_names()));
+  sub->add_option("--op", a->op, "op, or several separated by commas (the first is compared with the others): " +
+                                     join(bench_op_names()));
   sub->add_option("--model", a->model, "mixer spec, e.g. gla:heads=4 (times the mixer on randn [B,T,D])");
   sub->add_option("--shape", a->shape,
                   "B,T,H,dk,dv for --op (aft and ssm use C = H*dv channels, ssm N = dk states; aft and lrnn_decay "

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <iostream>
+
 #include "seqmix/io/error.h"
 #include "seqmix/modules/init.h"
 
@@ -13,7 +15,7 @@ const ComponentInfo& language_model_info() {
       "GPT-style stack: embedding, N x [norm, mixer, norm, channel mixer], final norm, head",
       {OptionInfo::integer("dim", 128, "model width", 1),
        OptionInfo::integer("layers", 2, "number of blocks", 1),
-       OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp or none"),
+       OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
        OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers"),
        OptionInfo::text("residual", "prenorm", "residual scheme"),
        OptionInfo::flag("final_norm", true, "normalise before the head"),
@@ -43,10 +45,13 @@ BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
   mixer_norm = register_module("mixer_norm", make_norm(o.norm, o.dim));
   mixer = register_module("mixer", build_mixer(spec, MixerContext{o.dim, o.max_len}));
   channel = build_channel_mixer(o.channel_mixer, o.dim);
+  const bool hyper_link = Spec::parse(o.residual).name == "hyperlink";  // its channel mixer reads a unnormalised
   if (channel) {
-    channel_norm = register_module("channel_norm", make_norm(o.norm, o.dim));
+    if (!hyper_link) channel_norm = register_module("channel_norm", make_norm(o.norm, o.dim));
     register_module("channel", channel);
   }
+  const std::string lobe_spec = memory_lobe_spec(o.residual, mixer->is_causal());
+  if (!lobe_spec.empty()) lobe = register_module("lobe", build_mixer(lobe_spec, MixerContext{o.dim, o.max_len}));
 }
 
 LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o) {
@@ -81,6 +86,11 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o
     block_list->push_back(blocks_.back());
   }
   const int64_t sublayers_per_block = blocks_.front()->channel ? 2 : 1;
+  const auto& first = blocks_.front();
+  if (first->lobe && !first->lobe->is_causal() && first->mixer->is_causal())
+    std::cerr << "warning: residual " << o.residual
+              << ": the bidirectional Memory Lobe lets this causal model see future tokens (the ELA paper's "
+                 "setting); use lobe=causal for an honest language model\n";
   residual_ = register_module("residual", build_residual(o.residual, o.layers, sublayers_per_block));
   if (o.final_norm) final_norm_ = register_module("final_norm", make_norm(o.norm, o.dim));
 
@@ -135,8 +145,17 @@ torch::Tensor LanguageModelImpl::tied_projection(const torch::Tensor& z) {
   return tied_head_bias_.defined() ? logits + tied_head_bias_ : logits;
 }
 
-torch::Tensor LanguageModelImpl::run_blocks(
-    const torch::Tensor& x, const std::function<torch::Tensor(size_t, const torch::Tensor&)>& mix) {
+torch::Tensor LanguageModelImpl::auxiliary_loss() const {
+  torch::Tensor total;
+  for (const auto& b : blocks_) {
+    if (!b->channel) continue;
+    auto aux = b->channel->auxiliary_loss();
+    if (aux.defined()) total = total.defined() ? total + aux : aux;
+  }
+  return total;
+}
+
+torch::Tensor LanguageModelImpl::run_blocks(const torch::Tensor& x, const LayerFn& mix, const LayerFn& lobe) {
   std::vector<BlockSublayers> subs;
   subs.reserve(blocks_.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
@@ -146,10 +165,13 @@ torch::Tensor LanguageModelImpl::run_blocks(
     s.raw_mixer = [l, &mix](const torch::Tensor& z) { return mix(l, z); };
     s.mixer_norm = [b](const torch::Tensor& z) { return b->mixer_norm->forward(z); };
     if (b->channel) {
-      s.channel = [b](const torch::Tensor& z) { return b->channel->forward(b->channel_norm->forward(z)); };
       s.raw_channel = [b](const torch::Tensor& z) { return b->channel->forward(z); };
-      s.channel_norm = [b](const torch::Tensor& z) { return b->channel_norm->forward(z); };
+      if (b->channel_norm) {
+        s.channel = [b](const torch::Tensor& z) { return b->channel->forward(b->channel_norm->forward(z)); };
+        s.channel_norm = [b](const torch::Tensor& z) { return b->channel_norm->forward(z); };
+      }
     }
+    if (b->lobe) s.lobe = [l, &lobe](const torch::Tensor& z) { return lobe(l, z); };
     subs.push_back(std::move(s));
   }
   return residual_->forward(x, subs);
@@ -157,8 +179,9 @@ torch::Tensor LanguageModelImpl::run_blocks(
 
 torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& inputs) {
   check_inputs(inputs, false);
-  auto h = run_blocks(embed(inputs, 0),
-                      [this](size_t l, const torch::Tensor& z) { return blocks_[l]->mixer->forward(z); });
+  auto h = run_blocks(
+      embed(inputs, 0), [this](size_t l, const torch::Tensor& z) { return blocks_[l]->mixer->forward(z); },
+      [this](size_t l, const torch::Tensor& z) { return blocks_[l]->lobe->forward(z); });
   return final_norm_ ? final_norm_->forward(h) : h;
 }
 
@@ -170,24 +193,36 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& inputs) {
 
 LanguageModelState LanguageModelImpl::init_state(int64_t batch) const {
   LanguageModelState s;
-  for (const auto& b : blocks_) s.mixers.push_back(b->mixer->init_state(batch));
+  for (const auto& b : blocks_) {
+    s.mixers.push_back(b->mixer->init_state(batch));
+    if (b->lobe && !b->lobe->is_causal())
+      throw Error("model: the bidirectional Memory Lobe (lobe=bidirectional) reads future tokens and cannot "
+                  "decode token by token; use lobe=causal");
+    s.lobes.push_back(b->lobe ? b->lobe->init_state(batch) : DecodeState{});
+  }
   return s;
 }
 
 torch::Tensor LanguageModelImpl::prefill(const torch::Tensor& inputs, LanguageModelState& state) {
   check_inputs(inputs, false);
-  auto h = run_blocks(embed(inputs, state.position), [this, &state](size_t l, const torch::Tensor& z) {
-    return blocks_[l]->mixer->prefill(z, state.mixers[l]);
-  });
+  auto h = run_blocks(
+      embed(inputs, state.position),
+      [this, &state](size_t l, const torch::Tensor& z) { return blocks_[l]->mixer->prefill(z, state.mixers[l]); },
+      [this, &state](size_t l, const torch::Tensor& z) { return blocks_[l]->lobe->prefill(z, state.lobes[l]); });
   state.position += inputs.size(1);
   return head(h);
 }
 
 torch::Tensor LanguageModelImpl::step(const torch::Tensor& inputs_t, LanguageModelState& state) {
   check_inputs(inputs_t, true);
-  auto h = run_blocks(embed(inputs_t.unsqueeze(1), state.position), [this, &state](size_t l, const torch::Tensor& z) {
-    return blocks_[l]->mixer->step(z.squeeze(1), state.mixers[l]).unsqueeze(1);
-  });
+  auto h = run_blocks(
+      embed(inputs_t.unsqueeze(1), state.position),
+      [this, &state](size_t l, const torch::Tensor& z) {
+        return blocks_[l]->mixer->step(z.squeeze(1), state.mixers[l]).unsqueeze(1);
+      },
+      [this, &state](size_t l, const torch::Tensor& z) {
+        return blocks_[l]->lobe->step(z.squeeze(1), state.lobes[l]).unsqueeze(1);
+      });
   state.position += 1;
   return head(h).squeeze(1);
 }

@@ -15,7 +15,7 @@ ComponentInfo autoencoder_info() {
   return {"autoencoder",
           "MAD's compression backbone: the block stack encodes, its last position is decoded per position by an MLP",
           {OptionInfo::integer("dim", 128, "model width", 2), OptionInfo::integer("layers", 2, "number of blocks", 1),
-           OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp or none"),
+           OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
            OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers of the encoder"),
            OptionInfo::text("residual", "prenorm", "residual scheme")}};
 }

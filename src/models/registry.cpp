@@ -8,6 +8,7 @@
 
 #include "seqmix/io/error.h"
 #include "seqmix/layers/energy_mixer.h"
+#include "seqmix/layers/exact_linear_attention.h"
 #include "seqmix/layers/fem.h"
 #include "seqmix/layers/gated_linear_attention.h"
 #include "seqmix/layers/hypermlp.h"
@@ -16,6 +17,8 @@
 #include "seqmix/layers/second_order_attention.h"
 #include "seqmix/layers/selective_ssm.h"
 #include "seqmix/layers/softmax_attention.h"
+#include "seqmix/modules/mixture_of_experts.h"
+#include "seqmix/ops/ela.h"
 #include "seqmix/ops/fem.h"
 
 namespace seqmix {
@@ -52,6 +55,13 @@ OptionInfo impl_option() {
 std::vector<OptionInfo> with(std::vector<OptionInfo> base, const std::vector<OptionInfo>& extra) {
   base.insert(base.end(), extra.begin(), extra.end());
   return base;
+}
+
+// The ELA kernels with their feature maps, for `seqmix list`.
+std::vector<std::string> ela_notes() {
+  std::vector<std::string> notes{"kernels:"};
+  for (const auto& name : ops::exact_kernel_names()) notes.push_back("  " + name + ": " + ops::exact_kernel(name).description);
+  return notes;
 }
 
 // hypermlp (bases S, R) and hyperglu (base G): one layer, any Table 1 label.
@@ -162,6 +172,34 @@ const std::vector<MixerEntry>& mixer_entries() {
          a.bias = o.flag("bias");
          a.causal = o.flag("causal");
          return std::make_shared<LinearAttentionImpl>(a);
+       }},
+      {{"ela", "Exact Linear Attention: row-normalised attention under an exactly decomposable kernel, O(T)",
+        {OptionInfo::integer("heads", 4, "number of heads (must divide the width)", 1),
+         OptionInfo::text("kernel", "hadamard_exp",
+                          "hadamard_exp, sum_sq_euclidean, sub_sq_euclidean, direction_magnitude, or a registered one"),
+         OptionInfo::flag("rope", true, "rotary position embedding on q and k"),
+         OptionInfo::real("rope_theta", 10000.0, "RoPE base", 1.0),
+         OptionInfo::real("scale", 1.0, "q and k are multiplied by it before the kernel", 1e-12),
+         OptionInfo::flag("bias", false, "biases in the projections"),
+         OptionInfo::flag("out", true, "output projection"),
+         OptionInfo::real("eps", 1e-8, "row-sum floor", 0.0),
+         OptionInfo::flag("causal", true, "causal (prefix sums) or bidirectional (one accumulation)"),
+         impl_option()},
+        ela_notes()},
+       [](const MixerContext& c, const Options& o) -> Mixer {
+         ExactLinearAttentionOptions a;
+         a.impl = ops::parse_impl(o.text("impl"));
+         a.dim = c.dim;
+         a.heads = o.integer("heads");
+         a.kernel = o.text("kernel");
+         a.rope = o.flag("rope");
+         a.rope_theta = o.real("rope_theta");
+         a.scale = o.real("scale");
+         a.bias = o.flag("bias");
+         a.output = o.flag("out");
+         a.eps = o.real("eps");
+         a.causal = o.flag("causal");
+         return std::make_shared<ExactLinearAttentionImpl>(a);
        }},
       {{"gla", "gated linear attention with a data-dependent decay per head (causal)",
         {OptionInfo::integer("heads", 4, "number of heads (must divide the width)", 1),
@@ -355,6 +393,16 @@ const std::vector<ComponentInfo>& channel_mixer_infos() {
       {"mlp", "W2 GELU(W1 x)",
        {OptionInfo::integer("hidden", 0, "hidden width (0 = 4 x width)", 0),
         OptionInfo::flag("bias", true, "biases in both linears")}},
+      {"moe", "mixture of SwiGLU experts, top-k routing, load-balance loss, expert label vectors as biases (ELA)",
+       {OptionInfo::integer("experts", 4, "number of experts", 1),
+        OptionInfo::integer("top_k", 2, "experts per token", 1),
+        OptionInfo::integer("hidden", 0, "expert hidden width (0 = width)", 0),
+        OptionInfo::choice("label", "outer", {"none", "outer", "inner"},
+                           "label bias: outer sum s_e E_e(x) + l_e, inner sum s_e (E_e(x) + l_e), or none"),
+        OptionInfo::choice("label_source", "router", {"router", "separate"},
+                           "l_e is the router's weight row e, or a parameter of its own"),
+        OptionInfo::real("aux", 0.01, "load-balance loss coefficient", 0.0),
+        OptionInfo::flag("skip", false, "add the input to the output (the authors' internal skip)")}},
       {"none", "no channel mixer (blocks hold a sequence mixer only)", {}},
   };
   return infos;
@@ -364,6 +412,21 @@ ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
   const Options o = component_options(channel_mixer_infos(), "channel mixer", spec);
   const std::string name = Spec::parse(spec).name;
   if (name == "none") return nullptr;
+  if (name == "moe") {
+    MixtureOfExpertsOptions m;
+    m.dim = dim;
+    m.experts = o.integer("experts");
+    m.top_k = o.integer("top_k");
+    m.hidden = o.integer("hidden");
+    const std::string label = o.text("label");
+    m.label = label == "outer"   ? MixtureOfExpertsOptions::Label::outer
+              : label == "inner" ? MixtureOfExpertsOptions::Label::inner
+                                 : MixtureOfExpertsOptions::Label::none;
+    m.label_from_router = o.text("label_source") == "router";
+    m.aux_weight = o.real("aux");
+    m.skip = o.flag("skip");
+    return std::make_shared<MixtureOfExpertsImpl>(m);
+  }
   if (name == "swiglu") {
     const int64_t hidden = o.integer("hidden");
     return std::make_shared<SwiGLUImpl>(dim, hidden > 0 ? hidden : swiglu_default_hidden(dim));
@@ -385,6 +448,13 @@ const std::vector<ComponentInfo>& residual_infos() {
   };
   static const std::vector<ComponentInfo> infos = {
       {"prenorm", "x <- x + f(norm(x)) for every sublayer (GPT-2 style)", {}},
+      {"hyperlink",
+       "Hyper-Link (ELA): x <- x + F + lobe(F), F = a + channel(a), a = mixer(norm(x)); no attention residual",
+       {OptionInfo::flag("skip", true, "F = a + channel(a) (0: F = channel(a))"),
+        OptionInfo::choice("lobe", "none", {"none", "auto", "causal", "bidirectional"},
+                           "Memory Lobe over F, an ELA read with its own q/k/v; auto: causal in a causal model, "
+                           "bidirectional in an encoder (bidirectional in a causal model sees the future)"),
+        OptionInfo::text("lobe_kernel", "hadamard_exp", "the Memory Lobe's ELA kernel")}},
       {"momentum", "MomenMHA: m <- beta m + f(z), z <- z + eta m through every mixer and channel sublayer",
        momentum_options()},
       {"nesterov", "NagMHA: m <- beta m + f(z + beta m), z <- z + eta m (sublayers see the look-ahead)",
@@ -397,6 +467,7 @@ ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t s
   const Options o = component_options(residual_infos(), "residual scheme", spec);
   const std::string name = Spec::parse(spec).name;
   if (name == "prenorm") return std::make_shared<PreNormResidualImpl>();
+  if (name == "hyperlink") return std::make_shared<HyperLinkResidualImpl>(o.flag("skip"));
   MomentumResidualOptions m;
   m.nesterov = name == "nesterov";
   m.beta = o.real("beta");
@@ -408,6 +479,15 @@ ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t s
                                   : MomentumResidualOptions::Sharing::global;
   m.post_norm = o.text("norm") == "post";
   return std::make_shared<MomentumResidualImpl>(m, blocks, sublayers_per_block);
+}
+
+std::string memory_lobe_spec(const std::string& residual_spec, bool causal_model) {
+  const Options o = component_options(residual_infos(), "residual scheme", residual_spec);
+  const std::string lobe = Spec::parse(residual_spec).name == "hyperlink" ? o.text("lobe") : "none";
+  if (lobe == "none") return "";
+  ops::exact_kernel(o.text("lobe_kernel"));  // unknown kernels fail here, listing the valid ones
+  const bool causal = lobe == "causal" || (lobe == "auto" && causal_model);
+  return "ela:heads=1,rope=0,out=0,bias=0,kernel=" + o.text("lobe_kernel") + ",causal=" + (causal ? "1" : "0");
 }
 
 }  // namespace seqmix

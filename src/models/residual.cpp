@@ -13,6 +13,17 @@ torch::Tensor PreNormResidualImpl::forward(const torch::Tensor& x, const std::ve
   return z;
 }
 
+torch::Tensor HyperLinkResidualImpl::forward(const torch::Tensor& x, const std::vector<BlockSublayers>& blocks) {
+  auto z = x;
+  for (const auto& block : blocks) {
+    auto a = block.mixer(z);
+    auto flow = a;  // the transformation flow F = x_next - x (before the lobe)
+    if (block.raw_channel) flow = attention_skip_ ? a + block.raw_channel(a) : block.raw_channel(a);
+    z = block.lobe ? z + flow + block.lobe(flow) : z + flow;
+  }
+  return z;
+}
+
 MomentumResidualImpl::MomentumResidualImpl(const MomentumResidualOptions& options, int64_t blocks,
                                            int64_t sublayers_per_block)
     : options_(options) {

@@ -73,6 +73,18 @@ inline T row_sum(const T* x, int64_t n) {
   return s;
 }
 
+// sum_i x[i] y[i], with 4 independent accumulators.
+template <typename T>
+inline T dot(const T* x, const T* y, int64_t n) {
+  T acc[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) acc[j] += x[i + j] * y[i + j];
+  T s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
 // x[j] = exp(x[j] - shift).
 template <typename T>
 inline void exp_shifted(T* x, int64_t n, T shift) {

@@ -13,6 +13,7 @@
 #include "seqmix/models/registry.h"
 #include "seqmix/ops/aft.h"
 #include "seqmix/ops/attention.h"
+#include "seqmix/ops/ela.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/impl.h"
@@ -120,6 +121,22 @@ BenchCase ssm_case(bool fused, const OpShape& s) {
       {u, delta, A, b, c});
 }
 
+// Exact Linear Attention, causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the
+// squared-Euclidean kernel linear attention's chunked scan on its dk+2 features.
+BenchCase ela_case(const std::string& kernel_name, bool fused, const OpShape& s) {
+  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
+  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
+  const ops::ExactKernel& kernel = ops::exact_kernel(kernel_name);
+  return BenchCase(
+      [=, &kernel] {
+        return Tensors{fused ? ops::ela_fused(q, k, v, kernel, true) : ops::ela_naive(q, k, v, kernel, true)};
+      },
+      {q, k, v});
+}
+BenchCase ela_hadamard_case(bool fused, const OpShape& s) { return ela_case("hadamard_exp", fused, s); }
+BenchCase ela_sum_sq_case(bool fused, const OpShape& s) { return ela_case("sum_sq_euclidean", fused, s); }
+
 struct OpEntry {
   std::string name;
   BenchCase (*make)(bool fused, const OpShape& shape);
@@ -132,7 +149,9 @@ const std::vector<OpEntry>& op_table() {
                                              {"gla", gla_case},
                                              {"aft", aft_case},
                                              {"lrnn_decay", lrnn_decay_case},
-                                             {"ssm", ssm_case}};
+                                             {"ssm", ssm_case},
+                                             {"ela", ela_hadamard_case},
+                                             {"ela_sum_sq", ela_sum_sq_case}};
   return table;
 }
 
@@ -230,7 +249,8 @@ std::optional<double> op_forward_flops(const std::string& op, const OpShape& s) 
   const double causal_pairs = T * (T + 1) / 2;
   if (op == "attention") return 2 * B * H * causal_pairs * (dk + dv);
   if (op == "fem_softmax_read") return 2 * B * H * causal_pairs * (dk + 2 * dv);
-  if (op == "linear_attention" || op == "gla") return 4 * B * T * H * dk * dv;
+  if (op == "linear_attention" || op == "gla" || op == "ela") return 4 * B * T * H * dk * dv;
+  if (op == "ela_sum_sq") return 4 * B * T * H * (dk + 2) * dv;
   return std::nullopt;
 }
 

@@ -140,7 +140,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   model.train();
   auto interval_start = Clock::now();
   int64_t interval_tokens = 0, interval_steps = 0;
-  double interval_loss = 0;
+  double interval_loss = 0, interval_aux = 0;
   while (state.step < config.steps && !state.stopped_early) {
     const int64_t step = state.step;
     const double lr = schedule.lr_at(step);
@@ -151,7 +151,10 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     auto loss = task.loss(out, batch);
     const double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) throw Error("train: the loss is not finite at step " + std::to_string(step + 1));
-    loss.backward();
+    // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
+    const auto aux = model.auxiliary_loss();
+    if (aux.defined()) interval_aux += aux.item<double>();
+    (aux.defined() ? loss + aux : loss).backward();
     const double grad_norm = global_grad_norm(model);
     if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
       torch::NoGradGuard no_grad;
@@ -178,6 +181,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       j["step"] = state.step;
       j["split"] = "train";
       j["loss"] = interval_loss / static_cast<double>(interval_steps);
+      if (model.auxiliary_loss().defined()) j["aux_loss"] = interval_aux / static_cast<double>(interval_steps);
       j["lr"] = lr;
       j["grad_norm"] = grad_norm;
       j["tokens_per_s"] = tps;
@@ -187,7 +191,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
                         train_metrics.count(metric) ? train_metrics[metric] : NAN, tps);
       interval_start = Clock::now();
       interval_tokens = interval_steps = 0;
-      interval_loss = 0;
+      interval_loss = interval_aux = 0;
     }
     const bool eval_now = last || (config.eval_every > 0 && state.step % config.eval_every == 0);
     if (eval_now) {

@@ -119,3 +119,20 @@ add_test(NAME cli.kill_and_resume_is_bit_exact
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/kill_resume.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/kill_resume)
 set_tests_properties(cli.kill_and_resume_is_bit_exact PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "byte-identical")
+
+# ELA-GPT in miniature: ELA mixers, Hyper-Link with a causal Memory Lobe and label-biased MoE channel
+# mixers; the load-balance loss is logged next to the task loss, and an unknown ELA kernel is a clear error.
+set(SEQMIX_ELA_RUN ${SEQMIX_CLI_TMP}/tiny_ela_run)
+add_test(NAME cli.tiny_ela_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_ELA_RUN})
+set_tests_properties(cli.tiny_ela_run_clean PROPERTIES FIXTURES_SETUP tiny_ela_clean LABELS fast)
+add_test(NAME cli.tiny_ela_run COMMAND $<TARGET_FILE:seqmix> train --task mad.in_context_recall:seq_len=16,num_train=64,num_test=16
+         --mixer ela:heads=2 --mixer ela:heads=2,kernel=direction_magnitude
+         --set "model=lm:dim=16,layers=2,channel=(moe:experts=3,label=inner),residual=(hyperlink:lobe=causal),final_norm=0"
+         --steps 4 --eval-every 2 --threads 1 --out ${SEQMIX_ELA_RUN})
+set_tests_properties(cli.tiny_ela_run PROPERTIES FIXTURES_REQUIRED tiny_ela_clean FIXTURES_SETUP tiny_ela_run
+  LABELS fast PASS_REGULAR_EXPRESSION "final accuracy")
+add_test(NAME cli.tiny_ela_run_logs_aux_loss COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_ELA_RUN}/metrics.jsonl)
+set_tests_properties(cli.tiny_ela_run_logs_aux_loss PROPERTIES FIXTURES_REQUIRED tiny_ela_run LABELS fast
+  PASS_REGULAR_EXPRESSION "\"aux_loss\":[0-9]")
+seqmix_cli_error(unknown_ela_kernel "unknown ELA kernel 'cosine'; valid kernels: direction_magnitude, hadamard_exp"
+                 train --mixer ela:kernel=cosine --steps 1)

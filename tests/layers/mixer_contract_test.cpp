@@ -18,6 +18,9 @@ void PrintTo(const MixerCase& c, std::ostream* os) { *os << c.spec << " (width "
 std::vector<MixerCase> causal_cases() {
   return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"relu", 16},
           {"relu:rope=0,heads=1", 12}, {"linear", 16},            {"linear:feature=elu,rope=1", 16},
+          {"ela", 16},            {"ela:kernel=sum_sq_euclidean,heads=2", 16},
+          {"ela:kernel=sub_sq_euclidean,rope=0,bias=1", 12}, {"ela:kernel=direction_magnitude,heads=3", 18},
+          {"ela:impl=naive,scale=0.5", 16}, {"ela:heads=1,rope=0,out=0", 8},
           {"gla", 16},            {"gla:normalize=0,feature=identity", 16}, {"gla:rope=1,feature=elu", 16},
           {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10},
           {"fem", 16},            {"fem:prior=linear", 16},   {"fem:prior=gla", 16},
@@ -41,6 +44,7 @@ std::vector<MixerCase> causal_cases() {
 
 std::vector<MixerCase> bidirectional_cases() {
   return {{"softmax:causal=0", 16}, {"relu:causal=0", 16},  {"linear:causal=0", 16},
+          {"ela:causal=0", 16},     {"ela:causal=0,kernel=direction_magnitude,impl=naive", 16},
           {"fem:causal=0", 16},     {"fem:prior=linear,causal=0,cap=0", 16},
           {"mha2nd1st:causal=0", 16}, {"light2nd1st:causal=0", 16}};
 }

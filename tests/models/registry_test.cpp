@@ -56,7 +56,7 @@ TEST(Registry, EveryChannelMixerAndResidualBuilds) {
 TEST(Registry, UnknownNamesAndKeysAreNamedWithTheValidOnes) {
   const std::string name = error_of([] { build_mixer("sofmax", MixerContext{}); });
   EXPECT_NE(name.find("unknown mixer 'sofmax'"), std::string::npos) << name;
-  EXPECT_NE(name.find("softmax, relu, linear, gla, ssm"), std::string::npos) << name;
+  EXPECT_NE(name.find("softmax, relu, linear, ela, gla, ssm"), std::string::npos) << name;
   const std::string key = error_of([] { build_mixer("softmax:head=2", MixerContext{}); });
   EXPECT_NE(key.find("mixer softmax has no option 'head'"), std::string::npos) << key;
   EXPECT_NE(key.find("heads"), std::string::npos) << key;

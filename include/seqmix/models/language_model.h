@@ -47,13 +47,15 @@ void apply_model_spec(const std::string& spec, LanguageModelOptions& options);
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const LanguageModelOptions& options, int64_t layer);
-  Norm mixer_norm, channel_norm;  // channel_norm is null when there is no channel mixer
+  Norm mixer_norm, channel_norm;  // channel_norm is null without a channel mixer or under Hyper-Link
   Mixer mixer;
   ChannelMixer channel;
+  Mixer lobe;  // the Memory Lobe (Hyper-Link with lobe != none), else null
 };
 
 struct LanguageModelState {
   std::vector<DecodeState> mixers;
+  std::vector<DecodeState> lobes;  // per block (empty without a Memory Lobe)
   int64_t position = 0;
 };
 
@@ -71,6 +73,8 @@ class LanguageModelImpl : public SequenceModelImpl {
   torch::Tensor forward(const torch::Tensor& inputs) override;
   // The final hidden state [B,T,D] (after the final norm when enabled).
   torch::Tensor hidden(const torch::Tensor& inputs);
+  // The channel mixers' auxiliary losses of the last forward, summed (MoE load balance); undefined if none.
+  torch::Tensor auxiliary_loss() const override;
 
   LanguageModelState init_state(int64_t batch) const;
   // inputs [B,T] or [B,T,F] continuing from state -> outputs for those positions.
@@ -88,9 +92,10 @@ class LanguageModelImpl : public SequenceModelImpl {
   // final norm, then the output projection
   torch::Tensor head(const torch::Tensor& h);
   torch::Tensor tied_projection(const torch::Tensor& z);
-  // Runs the residual scheme with mixer sublayers given by mix(layer, normed_input).
-  torch::Tensor run_blocks(const torch::Tensor& x,
-                           const std::function<torch::Tensor(size_t, const torch::Tensor&)>& mix);
+  // Runs the residual scheme with mixer sublayers given by mix(layer, normed_input) and Memory Lobes by
+  // lobe(layer, flow) (forward, prefill and step differ only in these two).
+  using LayerFn = std::function<torch::Tensor(size_t, const torch::Tensor&)>;
+  torch::Tensor run_blocks(const torch::Tensor& x, const LayerFn& mix, const LayerFn& lobe);
   void check_inputs(const torch::Tensor& inputs, bool one_step) const;
 
   LanguageModelOptions options_;

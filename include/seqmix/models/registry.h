@@ -30,6 +30,11 @@ ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim);
 // blocks of sublayers_per_block sublayers each (2: mixer and channel mixer; 1 without channel mixers).
 ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block = 2);
 
+// The mixer spec of a block's Memory Lobe under this residual scheme ("" when it has none): a single-head
+// ELA with no RoPE and no output projection (ELA paper Table V), causal or bidirectional (lobe=auto:
+// causal exactly when the block's mixer is).
+std::string memory_lobe_spec(const std::string& residual_spec, bool causal_model);
+
 // The spec with every option spelled out (defaults included), e.g. for config.yaml.
 std::string resolve_mixer_spec(const std::string& spec);
 

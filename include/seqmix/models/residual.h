@@ -17,6 +17,8 @@ struct BlockSublayers {
   Sublayer channel;  // norm then channel mixer; empty when the block has no channel mixer
   // The same sublayers without their input norm, and the norms alone (for post-norm schemes).
   Sublayer raw_mixer, raw_channel, mixer_norm, channel_norm;
+  // The block's Memory Lobe (Hyper-Link only): an ELA read over the block's increment; empty if none.
+  Sublayer lobe;
 };
 
 class ResidualSchemeImpl : public torch::nn::Module {
@@ -58,6 +60,21 @@ class MomentumResidualImpl : public ResidualSchemeImpl {
  private:
   int64_t group_of(int64_t block, int64_t sublayer_index) const;
   MomentumResidualOptions options_;
+};
+
+// Hyper-Link (ELA paper §V-C): every block is one residual unit, with no attention residual branch:
+//   a = mixer(norm(x)),   F = a + channel(a)   (attention_skip; channel(a) alone without it; a when the
+//                                               block has no channel mixer),
+//   x <- x + F + lobe(F)  (lobe: the Memory Lobe over the transformation flow F, when the block has one).
+// The channel mixer reads a directly (no second norm), so its gate (SwiGLU, MoE experts) modulates what
+// each layer adds to the stream.
+class HyperLinkResidualImpl : public ResidualSchemeImpl {
+ public:
+  explicit HyperLinkResidualImpl(bool attention_skip) : attention_skip_(attention_skip) {}
+  torch::Tensor forward(const torch::Tensor& x, const std::vector<BlockSublayers>& blocks) override;
+
+ private:
+  bool attention_skip_;
 };
 
 }  // namespace seqmix

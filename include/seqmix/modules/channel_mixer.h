@@ -11,6 +11,8 @@ namespace seqmix {
 class ChannelMixerImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;  // [..., D] -> [..., D]
+  // A loss term the last forward adds to the training objective (MoE load balance); undefined if none.
+  virtual torch::Tensor auxiliary_loss() const { return {}; }
 };
 using ChannelMixer = std::shared_ptr<ChannelMixerImpl>;
 

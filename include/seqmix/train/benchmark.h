@@ -15,7 +15,7 @@ struct OpShape {
   int64_t batch = 1, length = 1, heads = 1, dk = 1, dv = 1;
 };
 
-// attention, fem_softmax_read, linear_attention, gla, aft, lrnn_decay, ssm.
+// attention, fem_softmax_read, linear_attention, gla, aft, lrnn_decay, ssm, ela (Hadamard Exp), ela_sum_sq.
 const std::vector<std::string>& bench_op_names();
 
 class BenchCase {

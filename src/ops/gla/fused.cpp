@@ -76,17 +76,6 @@ void add(T* x, const T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-template <typename T>
-T dot(const T* x, const T* y, int64_t n) {
-  T acc[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int j = 0; j < 4; ++j) acc[j] += x[i + j] * y[i + j];
-  T s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
-
 // Per-thread buffers of one (b,h) task.
 template <typename T>
 struct Workspace {
@@ -197,10 +186,10 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
         kernel::gemm(false, true, n, dk, w, T(1), scaled_g, w, state, w, T(0), through_state, dk);
         // Decay (README): d a_r = sum_{i < r <= t} pair_grads[t,i] + sum_{t >= r} q_t . dq_t(entry state)
         //   + sum_{i < r} k_i . dk_i(exit state) + e^{c_last} <dstate, entry state>.
-        const T through_carry = decay_in[n - 1] * dot(dstate, state, dk * w);
+        const T through_carry = decay_in[n - 1] * kernel::dot(dstate, state, dk * w);
         T suffix = 0;
         for (int64_t t = n - 1; t >= 0; --t) {
-          suffix += dot(Q + t * ld_qk, through_state + t * dk, dk);
+          suffix += kernel::dot(Q + t * ld_qk, through_state + t * dk, dk);
           decay_grad[t] = suffix + through_carry;
           add(dQ + t * ld_qk, through_state + t * dk, dk);
         }
@@ -219,7 +208,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
         T prefix = 0;
         for (int64_t t = 0; t < n; ++t) {
           decay_grad[t] += prefix;
-          prefix += dot(K + t * ld_qk, through_state + t * dk, dk);
+          prefix += kernel::dot(K + t * ld_qk, through_state + t * dk, dk);
           add(dK + t * ld_qk, through_state + t * dk, dk);
           dlog_decay[row + t * H] = decay_grad[t];
         }

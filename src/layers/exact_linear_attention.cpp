@@ -1,0 +1,92 @@
+#include "seqmix/layers/exact_linear_attention.h"
+
+#include <torch/torch.h>
+
+#include "seqmix/io/error.h"
+#include "seqmix/modules/heads.h"
+#include "seqmix/modules/init.h"
+#include "seqmix/modules/rotary.h"
+#include "seqmix/ops/ela.h"
+
+namespace seqmix {
+
+ExactLinearAttentionImpl::ExactLinearAttentionImpl(const ExactLinearAttentionOptions& options)
+    : MixerImpl(options.name, options.dim, options.causal), options_(options) {
+  const std::string who = "mixer " + options.name + ": ";
+  if (options.heads <= 0 || options.dim % options.heads != 0)
+    throw Error(who + "width " + std::to_string(options.dim) + " is not divisible by heads=" +
+                std::to_string(options.heads));
+  ops::exact_kernel(options.kernel);  // unknown kernels fail here, listing the valid ones
+  head_dim_ = options.dim / options.heads;
+  if (options.rope && head_dim_ % 2 != 0)
+    throw Error(who + "rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
+  if (!(options.scale > 0)) throw Error(who + "scale must be positive");
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(options.dim, 3 * options.dim)
+                                                     .bias(options.bias)));
+  init_linear(qkv);
+  if (options.output) {
+    out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(options.dim, options.dim)
+                                                       .bias(options.bias)));
+    init_linear(out);
+  }
+}
+
+ExactLinearAttentionImpl::Projected ExactLinearAttentionImpl::project(const torch::Tensor& x, int64_t offset) {
+  auto parts = qkv(x).chunk(3, -1);
+  auto q = split_heads(parts[0], options_.heads), k = split_heads(parts[1], options_.heads);
+  if (options_.rope) {
+    q = apply_rotary(q, offset, options_.rope_theta);
+    k = apply_rotary(k, offset, options_.rope_theta);
+  }
+  if (options_.scale != 1.0) {
+    q = q * options_.scale;
+    k = k * options_.scale;
+  }
+  return {q, k, split_heads(parts[2], options_.heads)};
+}
+
+torch::Tensor ExactLinearAttentionImpl::finish(const torch::Tensor& y) {
+  auto merged = merge_heads(y);
+  return out ? out(merged) : merged;
+}
+
+torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
+  check_input(x);
+  auto p = project(x, 0);
+  const auto& kernel = ops::exact_kernel(options_.kernel);
+  auto y = options_.impl == ops::Impl::fused ? ops::ela_fused(p.q, p.k, p.v, kernel, is_causal(), options_.eps)
+                                             : ops::ela_naive(p.q, p.k, p.v, kernel, is_causal(), options_.eps);
+  return finish(y);
+}
+
+torch::Tensor ExactLinearAttentionImpl::attention_weights(const torch::Tensor& x) {
+  check_input(x);
+  auto p = project(x, 0);
+  return ops::ela_attention_weights(p.q, p.k, ops::exact_kernel(options_.kernel), is_causal(), options_.eps);
+}
+
+DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
+  check_decodable();
+  auto s0 = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, ops::exact_kernel(options_.kernel),
+                                   qkv->weight.options());
+  DecodeState s;
+  s["kv"] = s0.kv;
+  s["k_sum"] = s0.k_sum;
+  if (s0.key_max.defined()) s["key_max"] = s0.key_max;
+  return s;
+}
+
+torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
+  check_step_input(x_t);
+  const auto& kernel = ops::exact_kernel(options_.kernel);
+  auto p = project(x_t.unsqueeze(1), state.position);
+  ops::ElaState s{state["kv"], state["k_sum"], kernel.exponential ? state["key_max"] : torch::Tensor()};
+  auto y = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), kernel, s, options_.eps);
+  state["kv"] = s.kv;
+  state["k_sum"] = s.k_sum;
+  if (kernel.exponential) state["key_max"] = s.key_max;
+  state.position += 1;
+  return finish(y.unsqueeze(1)).squeeze(1);
+}
+
+}  // namespace seqmix
