@@ -55,8 +55,8 @@ void TimeDecayConditionerImpl::init_state(DecodeState& state, int64_t batch) con
   state["tdc.k_sum"] = s0.k_sum;
 }
 
-torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, DecodeState& state) {
-  auto t = terms(x_t, {});
+torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, DecodeState& state, const torch::Tensor& mask_t) {
+  auto t = terms(x_t, mask_t);  // a padded token neither decays nor feeds the state
   auto ones = torch::ones({x_t.size(0), hidden_, 1}, x_t.options());
   ops::LinearAttentionState s{state["tdc.kv"], state["tdc.k_sum"]};
   auto h = ops::gla_step(ones, ones, t.u.unsqueeze(-1), t.log_decay, s).numerator.squeeze(1).squeeze(-1);

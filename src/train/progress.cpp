@@ -6,8 +6,8 @@
 
 namespace seqmix {
 
-Progress::Progress(int64_t total_steps, std::FILE* out)
-    : total_(total_steps), out_(out), tty_(isatty(fileno(out)) != 0), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(int64_t total_steps, int64_t first_step, std::FILE* out)
+    : total_(total_steps), first_step_(first_step), out_(out), tty_(isatty(fileno(out)) != 0), start_(std::chrono::steady_clock::now()) {}
 
 std::string Progress::format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -22,7 +22,8 @@ std::string Progress::format_duration(double seconds) {
 void Progress::update(int64_t step, double loss, const std::string& metric_name, double metric,
                       double tokens_per_s) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : NAN;
+  const int64_t done = step - first_step_;
+  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : NAN;
   char buf[256];
   std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  %s %.4f  %.0f tok/s  ETA %s",
                 static_cast<long long>(step), static_cast<long long>(total_), loss, metric_name.c_str(), metric,

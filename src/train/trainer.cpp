@@ -102,7 +102,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
 
   const Schedule schedule{config.optimizer.lr, config.min_lr, config.warmup_steps, config.steps,
                           std::max<int64_t>(1, config.schedule_stage)};
-  Progress progress(config.steps);
+  Progress progress(config.steps, state.step);
   const std::string metric = task.primary_metric();
   const bool higher = task.higher_is_better();
   if (!config.select_by.empty() && config.select_by != "loss")

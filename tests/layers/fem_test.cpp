@@ -96,7 +96,11 @@ TEST(Fem, SoftmaxLinearAndGlaPriorsReduceToTheBaselineMixers) {
 TEST(Fem, PaddedPositionsLeaveTheSupport) {
   for (const char* spec : {"fem", "fem:prior=linear", "fem:prior=gla", "fem:prior=aft", "fem:prior=lrnn_decay",
                            "fem:prior=ssm", "fem:cap=0", "fem:prior=gla,cap=0,flags=CL", "fem:causal=0",
-                           "fem:prior=linear,causal=0,cap=0"}) {
+                           "fem:prior=linear,causal=0,cap=0",
+                           // A conditioner wider than one channel (at width 16 the default d/16 = 1 channel
+                           // LayerNorm outputs its bias alone), so its recurrence carries the pads' content.
+                           "fem:tdc_hidden=4", "fem:cap=0,tdc_hidden=4", "fem:prior=gla,cap=0,tdc_hidden=3",
+                           "fem:prior=ssm,tdc_hidden=4", "fem:causal=0,tdc_hidden=4"}) {
     SCOPED_TRACE(spec);
     auto m = fem(spec);
     const int64_t pads = 3, T = 8;

@@ -28,6 +28,7 @@ std::vector<MixerCase> causal_cases() {
           {"fem:cap=0", 16},      {"fem:prior=gla,cap=0", 16}, {"fem:prior=aft,flags=CL,cap=0", 16},
           {"fem:prior=ssm,flags=LTG,cap=0,ssm_state=2", 16},   {"fem:flags=,prior=linear", 16},
           {"fem:budget=ii,heads=2", 24}, {"fem:flags=CLT,prior=lrnn_decay", 16},
+          {"fem:tdc_hidden=4", 16},  {"fem:prior=gla,cap=0,tdc_hidden=4", 16}, {"fem:prior=ssm,tdc_hidden=3", 16},
           {"hypermlp", 384},      {"hyperglu", 384},          {"hypermlp:variant=R-cg-12o!", 16},
           {"hypermlp:variant=R-pcg-12o!,block=3", 16},        {"hypermlp:variant=S-pcg-12o!", 16},
           {"hypermlp:variant=R-12!", 16},                     {"hypermlp:variant=S-pc", 16},

@@ -22,7 +22,8 @@ class TimeDecayConditionerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {});
   // Decode: x_t [B,D] -> c_t [B,D_c]; the state holds h~ under the key "tdc".
   void init_state(DecodeState& state, int64_t batch) const;
-  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state);
+  // mask_t [B] bool (true = real token) or undefined.
+  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state, const torch::Tensor& mask_t = {});
 
   int64_t hidden() const { return hidden_; }
   std::shared_ptr<LayerNormImpl> input_norm, hidden_norm;

@@ -10,7 +10,9 @@ namespace seqmix {
 
 class Progress {
  public:
-  Progress(int64_t total_steps, std::FILE* out = stdout);
+  // first_step: the step this process starts from (> 0 when resuming), so the ETA extrapolates from the
+  // steps this process has run.
+  Progress(int64_t total_steps, int64_t first_step = 0, std::FILE* out = stdout);
   // Reports training progress after `step` steps.
   void update(int64_t step, double loss, const std::string& metric_name, double metric, double tokens_per_s);
   // Prints a full line (e.g. an evaluation), keeping the progress line intact on a terminal.
@@ -19,7 +21,7 @@ class Progress {
   static std::string format_duration(double seconds);
 
  private:
-  int64_t total_;
+  int64_t total_, first_step_;
   std::FILE* out_;
   bool tty_;
   bool line_open_ = false;

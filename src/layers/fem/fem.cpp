@@ -235,7 +235,7 @@ torch::Tensor FemImpl::step(const torch::Tensor& x_t, DecodeState& state) {
 torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor& mask_t, DecodeState& state) {
   const auto x = x_t.unsqueeze(1);
   const auto mask = mask_t.defined() ? mask_t.unsqueeze(1) : torch::Tensor();
-  const auto modulation = options_.conditioner ? conditioner->step(x_t, state).unsqueeze(1) : torch::Tensor();
+  const auto modulation = options_.conditioner ? conditioner->step(x_t, state, mask_t).unsqueeze(1) : torch::Tensor();
   auto& count = state["fem.count"];
   Projected p = project(x, mask, count.unsqueeze(1), modulation);
   count = count + (mask_t.defined() ? mask_t.to(torch::kLong) : torch::ones_like(count));
