@@ -183,7 +183,8 @@ TEST(Fem, BetaStartsAtSoftplusOfTheOffsetAndLearnsThroughSoftplus) {
 }
 
 TEST(Fem, LargeInputsGiveFiniteOutputsAndGradients) {
-  for (const char* spec : {"fem:heads=2", "fem:prior=gla,heads=2", "fem:prior=aft,heads=2"}) {
+  for (const char* spec : {"fem:heads=2", "fem:prior=gla,heads=2", "fem:prior=aft,heads=2", "fem:prior=linear,heads=2",
+                           "fem:prior=lrnn_decay,heads=2", "fem:prior=ssm,heads=2"}) {
     SCOPED_TRACE(spec);
     torch::manual_seed(0);
     auto m = build_mixer(spec, MixerContext{16, 4096});
