@@ -13,7 +13,8 @@ namespace seqmix {
 ExactLinearAttentionImpl::ExactLinearAttentionImpl(const ExactLinearAttentionOptions& options)
     : MixerImpl(options.name, options.dim, options.causal), options_(options) {
   const std::string who = "mixer " + options.name + ": ";
-  if (options.heads <= 0 || options.dim % options.heads != 0)
+  if (options.heads <= 0) throw Error(who + "heads must be at least 1 (got " + std::to_string(options.heads) + ")");
+  if (options.dim % options.heads != 0)
     throw Error(who + "width " + std::to_string(options.dim) + " is not divisible by heads=" +
                 std::to_string(options.heads));
   ops::exact_kernel(options.kernel);  // unknown kernels fail here, listing the valid ones

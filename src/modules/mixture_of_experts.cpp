@@ -12,6 +12,7 @@ torch::Tensor load_balance_loss(const torch::Tensor& probs, const torch::Tensor&
               "] (got ", probs.sizes(), ")");
   TORCH_CHECK(indices.dim() == 2 && indices.size(0) == probs.size(0), "load_balance_loss: indices must be [N,k] (got ",
               indices.sizes(), ")");
+  if (probs.size(0) == 0) return torch::zeros({}, probs.options());  // no tokens routed: nothing to balance
   auto counts = torch::zeros({experts}, probs.options());
   counts.index_add_(0, indices.reshape(-1), torch::ones({indices.numel()}, probs.options()));
   auto fraction = counts / static_cast<double>(std::max<int64_t>(1, indices.numel()));  // f_e, no gradient
@@ -44,7 +45,10 @@ Routing MixtureOfExpertsImpl::route(const torch::Tensor& tokens) const {
   r.probs = torch::softmax(torch::nn::functional::linear(tokens, router->weight, router->bias), -1);
   auto top = r.probs.topk(options_.top_k, -1);
   r.indices = std::get<1>(top);
-  r.weights = std::get<0>(top) / (std::get<0>(top).sum(-1, true) + 1e-8);
+  // Top-2 and up: renormalised to sum to 1 (the authors' code). Top-1 keeps the raw probability
+  // (Switch): renormalised it would be ~1 with a vanishing gradient, and the router would learn from the
+  // balance loss alone.
+  r.weights = options_.top_k == 1 ? std::get<0>(top) : std::get<0>(top) / (std::get<0>(top).sum(-1, true) + 1e-8);
   return r;
 }
 

@@ -153,7 +153,10 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     if (!std::isfinite(loss_value)) throw Error("train: the loss is not finite at step " + std::to_string(step + 1));
     // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
     const auto aux = model.auxiliary_loss();
-    if (aux.defined()) interval_aux += aux.item<double>();
+    const double aux_value = aux.defined() ? aux.item<double>() : 0.0;
+    if (!std::isfinite(aux_value))
+      throw Error("train: the auxiliary (load-balance) loss is not finite at step " + std::to_string(step + 1));
+    interval_aux += aux_value;
     (aux.defined() ? loss + aux : loss).backward();
     const double grad_norm = global_grad_norm(model);
     if (config.grad_clip > 0 && grad_norm > config.grad_clip) {

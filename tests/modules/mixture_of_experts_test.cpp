@@ -29,6 +29,13 @@ TEST(MixtureOfExperts, RoutingPicksTheTopKAndRenormalises) {
   EXPECT_TRUE(torch::equal(r.indices, expected));
   EXPECT_CLOSE(r.weights.sum(-1), torch::ones({40}, torch::kDouble), 1e-7, 0);
   EXPECT_CLOSE(r.probs.sum(-1), torch::ones({40}, torch::kDouble), 1e-12, 0);
+  // Top-1 keeps the raw probability, so the router's task gradient does not vanish.
+  auto top1 = moe("moe:experts=5,top_k=1", 6);
+  auto r1 = top1->route(x);
+  EXPECT_CLOSE(r1.weights, std::get<0>(r1.probs.max(-1, true)), 1e-15, 0);
+  // No tokens, nothing to balance (not NaN).
+  EXPECT_EQ(load_balance_loss(torch::zeros({0, 5}, torch::kDouble), torch::zeros({0, 2}, torch::kLong), 5)
+                .item<double>(), 0.0);
 }
 
 TEST(MixtureOfExperts, OutputIsTheWeightedSumOfTheChosenExpertsPlusLabels) {

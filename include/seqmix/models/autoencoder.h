@@ -14,6 +14,8 @@ class AutoEncoderImpl : public SequenceModelImpl {
   // options describe the encoder stack (vocab, dim, layers, mixers, ...); seq_len outputs are decoded.
   AutoEncoderImpl(LanguageModelOptions options, int64_t seq_len);
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B,L] -> logits [B,L,V]
+  // The encoder stack's auxiliary losses (MoE channel mixers).
+  torch::Tensor auxiliary_loss() const override { return encoder_->auxiliary_loss(); }
 
   // [L,d] half sines, half cosines, frequencies exp(-j ln(10000) / (d/2 - 1)).
   static torch::Tensor sinusoidal_positions(int64_t length, int64_t dim);

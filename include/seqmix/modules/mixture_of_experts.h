@@ -4,7 +4,7 @@
 //   none:  y = sum_{e in TopK} s_e E_e(x)
 //   outer: y = sum_{e in TopK} [ s_e E_e(x) + l_e ]      dy/dl_e = I
 //   inner: y = sum_{e in TopK} s_e ( E_e(x) + l_e )      dy/dl_e = s_e I (the gradient runs through s_e)
-// s_e are the top-k router probabilities renormalised to sum to 1. The label l_e is row e of the router
+// s_e are the top-k router probabilities renormalised to sum to 1 (with top_k = 1, the raw probability). The label l_e is row e of the router
 // weight (the same vector keys the routing and biases the output) or, with label_source = separate, a
 // parameter of its own.
 #include <torch/nn/modules/container/modulelist.h>
@@ -28,7 +28,7 @@ struct MixtureOfExpertsOptions {
 };
 
 // The routing of N tokens: probs [N,E] (softmax of the router logits), the top-k experts indices [N,k]
-// and their renormalised weights [N,k].
+// and their weights [N,k] (renormalised for k > 1).
 struct Routing {
   torch::Tensor probs, indices, weights;
 };

@@ -28,7 +28,7 @@ std::pair<at::Tensor, at::Tensor> shifted_exp_features(const at::Tensor& q, cons
 void check_row_sums(const ExactKernel& kernel, const at::Tensor& normaliser) {
   if (kernel.builtin) return;
   TORCH_CHECK((normaliser >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
-              "' gave a negative row sum: its feature maps must make a non-negative kernel");
+              "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
 }
 
 }  // namespace

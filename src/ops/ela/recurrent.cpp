@@ -44,7 +44,7 @@ at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tens
   auto normaliser = (phi * state.k_sum).sum(-1, true);
   if (!kernel.builtin)
     TORCH_CHECK((normaliser >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
-                "' gave a negative row sum: its feature maps must make a non-negative kernel");
+                "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
   return (phi.unsqueeze(-1) * state.kv).sum(-2) / normaliser.clamp_min(eps);
 }
 
