@@ -17,7 +17,7 @@ ExactLinearAttentionImpl::ExactLinearAttentionImpl(const ExactLinearAttentionOpt
   if (options.dim % options.heads != 0)
     throw Error(who + "width " + std::to_string(options.dim) + " is not divisible by heads=" +
                 std::to_string(options.heads));
-  ops::exact_kernel(options.kernel);  // unknown kernels fail here, listing the valid ones
+  kernel_ = &ops::exact_kernel(options.kernel);  // unknown kernels fail here, listing the valid ones
   head_dim_ = options.dim / options.heads;
   if (options.rope && head_dim_ % 2 != 0)
     throw Error(who + "rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
@@ -54,7 +54,7 @@ torch::Tensor ExactLinearAttentionImpl::finish(const torch::Tensor& y) {
 torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto p = project(x, 0);
-  const auto& kernel = ops::exact_kernel(options_.kernel);
+  const auto& kernel = *kernel_;
   auto y = options_.impl == ops::Impl::fused ? ops::ela_fused(p.q, p.k, p.v, kernel, is_causal(), options_.eps)
                                              : ops::ela_naive(p.q, p.k, p.v, kernel, is_causal(), options_.eps);
   return finish(y);
@@ -63,12 +63,12 @@ torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
 torch::Tensor ExactLinearAttentionImpl::attention_weights(const torch::Tensor& x) {
   check_input(x);
   auto p = project(x, 0);
-  return ops::ela_attention_weights(p.q, p.k, ops::exact_kernel(options_.kernel), is_causal(), options_.eps);
+  return ops::ela_attention_weights(p.q, p.k, *kernel_, is_causal(), options_.eps);
 }
 
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  auto s0 = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, ops::exact_kernel(options_.kernel),
+  auto s0 = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
                                    qkv->weight.options());
   DecodeState s;
   s["kv"] = s0.kv;
@@ -79,7 +79,7 @@ DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
 
 torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
-  const auto& kernel = ops::exact_kernel(options_.kernel);
+  const auto& kernel = *kernel_;
   auto p = project(x_t.unsqueeze(1), state.position);
   ops::ElaState s{state["kv"], state["k_sum"], kernel.exponential ? state["key_max"] : torch::Tensor()};
   auto y = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), kernel, s, options_.eps);

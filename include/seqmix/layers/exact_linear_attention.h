@@ -9,6 +9,10 @@
 #include "seqmix/layers/mixer.h"
 #include "seqmix/ops/impl.h"
 
+namespace seqmix::ops {
+struct ExactKernel;
+}
+
 namespace seqmix {
 
 struct ExactLinearAttentionOptions {
@@ -46,6 +50,7 @@ class ExactLinearAttentionImpl : public MixerImpl {
   torch::Tensor finish(const torch::Tensor& y);  // [B,T,H,dh] -> [B,T,D]
 
   ExactLinearAttentionOptions options_;
+  const ops::ExactKernel* kernel_ = nullptr;  // an entry of the kernel table (entries are never removed)
   int64_t head_dim_;
 };
 
