@@ -35,6 +35,9 @@ std::vector<std::string> exact_kernel_names();
 void register_exact_kernel(const std::string& name, const std::string& description, FeatureFn query_features,
                            FeatureFn key_features);
 
+// Refuses a user kernel's negative or NaN row sums (built-in kernels are non-negative by construction).
+void check_row_sums(const ExactKernel& kernel, const at::Tensor& row_sums);
+
 // k(q_t, k_j) for every pair, [B,H,T,S] (for inspection and tests; q [B,T,H,dk], k [B,S,H,dk]).
 // For hadamard_exp it is returned as log k (the kernel itself overflows for large inputs).
 at::Tensor ela_kernel_matrix(const at::Tensor& q, const at::Tensor& k, const ExactKernel& kernel);

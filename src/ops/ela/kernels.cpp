@@ -82,6 +82,12 @@ const ExactKernel& exact_kernel(const std::string& name) {
   throw Error("unknown ELA kernel '" + name + "'; valid kernels: " + valid);
 }
 
+void check_row_sums(const ExactKernel& kernel, const at::Tensor& row_sums) {
+  if (kernel.builtin) return;
+  TORCH_CHECK((row_sums >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
+              "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
+}
+
 void register_exact_kernel(const std::string& name, const std::string& description, FeatureFn query_features,
                            FeatureFn key_features) {
   if (name.empty()) throw Error("register_exact_kernel: the kernel needs a name");

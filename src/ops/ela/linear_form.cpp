@@ -25,12 +25,6 @@ std::pair<at::Tensor, at::Tensor> shifted_exp_features(const at::Tensor& q, cons
   return {at::exp(q + m - c), at::exp(k - m)};
 }
 
-void check_row_sums(const ExactKernel& kernel, const at::Tensor& normaliser) {
-  if (kernel.builtin) return;
-  TORCH_CHECK((normaliser >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
-              "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
-}
-
 }  // namespace
 
 at::Tensor ela_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel,

@@ -38,9 +38,7 @@ at::Tensor ela_attention_weights(const at::Tensor& q, const at::Tensor& k, const
   }
   if (causal) matrix = matrix.masked_fill(future, 0.0);
   auto row_sum = matrix.sum(-1, true);
-  if (!kernel.builtin)
-    TORCH_CHECK((row_sum >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
-                "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
+  check_row_sums(kernel, row_sum);
   return matrix / row_sum.clamp_min(eps);
 }
 

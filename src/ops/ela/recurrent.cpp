@@ -42,9 +42,7 @@ at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tens
   state.kv = state.kv + psi.unsqueeze(-1) * v_t.unsqueeze(-2);
   state.k_sum = state.k_sum + psi;
   auto normaliser = (phi * state.k_sum).sum(-1, true);
-  if (!kernel.builtin)
-    TORCH_CHECK((normaliser >= 0).all().item<bool>(), "ELA kernel '", kernel.name,
-                "' gave a negative or NaN row sum: its feature maps must make a finite, non-negative kernel");
+  check_row_sums(kernel, normaliser);
   return (phi.unsqueeze(-1) * state.kv).sum(-2) / normaliser.clamp_min(eps);
 }
 
