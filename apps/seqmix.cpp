@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/huge_page_allocator.h"
 
 namespace {
 
@@ -15,6 +16,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 }  // namespace
 
 int main(int argc, char** argv) {
+  seqmix::use_huge_page_allocator();  // large tensors on 2 MiB pages (include/seqmix/io/huge_page_allocator.h)
   CLI::App app{"seqmix: sequence mixers (FEM, HyperMLP, energy attention, ELA and baselines) — train, "
                "evaluate, benchmark"};
   app.require_subcommand(1);
