@@ -21,7 +21,8 @@ const ComponentInfo& language_model_info() {
        OptionInfo::flag("final_norm", true, "normalise before the head"),
        OptionInfo::flag("tie", false, "tie the output head to the token embedding"),
        OptionInfo::flag("head_bias", true, "bias in the output head"),
-       OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding")}};
+       OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding"),
+       OptionInfo::real("dropout", 0.0, "dropout on the embeddings while training (zoology: 0.1)", 0.0, 0.999999)}};
   return info;
 }
 
@@ -38,6 +39,7 @@ void apply_model_spec(const std::string& spec, LanguageModelOptions& o) {
   o.tie_embeddings = opts.flag("tie");
   o.head_bias = opts.flag("head_bias");
   o.position = opts.text("pos");
+  o.embedding_dropout = opts.real("dropout");
 }
 
 BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
@@ -131,6 +133,7 @@ torch::Tensor LanguageModelImpl::embed(const torch::Tensor& inputs, int64_t offs
                 " is beyond the learned position table (max_len ", options_.max_len, ")");
     x = x + position_embedding(torch::arange(offset, offset + T, inputs.options().dtype(torch::kLong)));
   }
+  if (options_.embedding_dropout > 0 && is_training()) x = torch::dropout(x, options_.embedding_dropout, true);
   return x;
 }
 

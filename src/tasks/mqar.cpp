@@ -90,4 +90,18 @@ void MqarTask::add_metrics(const at::Tensor& outputs, const Batch& batch, Metric
   if (n > 0) sums.add("token_accuracy", correct.sum().item<double>(), n);
 }
 
+std::vector<std::pair<std::string, std::string>> MqarTask::training_defaults() const {
+  constexpr int64_t batch = 32, epochs = 100;
+  const int64_t steps_per_epoch = (options_.num_train + batch - 1) / batch;
+  const std::string epoch = std::to_string(steps_per_epoch);
+  return {{"train.lr", "0.001"},
+          {"train.weight_decay", "0.1"},
+          {"train.batch_size", std::to_string(batch)},
+          {"train.steps", std::to_string(epochs * steps_per_epoch)},
+          {"train.schedule_stage", epoch},
+          {"train.eval_every", epoch},
+          {"train.min_lr", "0"},
+          {"train.target", "0.99"}};
+}
+
 }  // namespace seqmix

@@ -23,6 +23,9 @@ OptionInfo length(int64_t l, const char* meaning) { return OptionInfo::integer("
 OptionInfo train_size(int64_t n) { return OptionInfo::integer("num_train", n, "training examples", 1, 1e8); }
 OptionInfo test_size(int64_t n) { return OptionInfo::integer("num_test", n, "test examples", 1, 1e7); }
 OptionInfo seed(int64_t s = 12345) { return OptionInfo::integer("seed", s, "data seed", 0); }
+OptionInfo noise_size(const char* meaning, int64_t n = 0) { return OptionInfo::integer("noise_vocab_size", n, meaning, 0); }
+OptionInfo noise_share(const char* meaning, double f = 0.0) { return OptionInfo::real("frac_noise", f, meaning, 0.0, 0.999999); }
+OptionInfo multi_query() { return OptionInfo::flag("multi_query", true, "score every repeated key (MAD's setting)"); }
 uint64_t seed_of(const Options& o) { return static_cast<uint64_t>(o.integer("seed")); }
 
 std::vector<OptionInfo> recall_options(int64_t v, int64_t noise_vocab, double frac_noise) {
@@ -30,9 +33,9 @@ std::vector<OptionInfo> recall_options(int64_t v, int64_t noise_vocab, double fr
           length(128, "MAD sequence length L (the model sees L-1 tokens)"),
           train_size(12800),
           test_size(1280),
-          OptionInfo::integer("noise_vocab_size", noise_vocab, "top token ids used as noise", 0),
-          OptionInfo::real("frac_noise", frac_noise, "share of 2-token slots filled with noise", 0.0, 0.999999),
-          OptionInfo::flag("multi_query", true, "score every repeated key (MAD's setting)"),
+          noise_size("top token ids used as noise", noise_vocab),
+          noise_share("share of 2-token slots filled with noise", frac_noise),
+          multi_query(),
           seed()};
 }
 
@@ -59,8 +62,8 @@ const std::vector<TaskEntry>& task_entries() {
       {{"mad.fuzzy_recall", "MAD fuzzy recall: keys and values are multi-token motifs; test keys have length K",
         {vocab(16), length(128, "tokens the model sees (left-padded)"), train_size(12800), test_size(1280),
          OptionInfo::integer("key_len", 3, "longest key motif K", 1), OptionInfo::integer("value_len", 3, "longest value motif", 1),
-         OptionInfo::integer("noise_vocab_size", 0, "token ids used as noise", 0),
-         OptionInfo::real("frac_noise", 0.0, "share of pair slots filled with noise", 0.0, 0.999999), seed()}},
+         noise_size("token ids used as noise, just below the pad token"),
+         noise_share("share of pair slots filled with noise"), multi_query(), seed()}},
        [](const Options& o) -> std::unique_ptr<Task> {
          FuzzyRecallOptions f;
          f.vocab_size = o.integer("vocab_size");
@@ -71,6 +74,7 @@ const std::vector<TaskEntry>& task_entries() {
          f.value_len = o.integer("value_len");
          f.noise_vocab_size = o.integer("noise_vocab_size");
          f.frac_noise = o.real("frac_noise");
+         f.multi_query = o.flag("multi_query");
          f.seed = seed_of(o);
          return std::make_unique<FuzzyRecallTask>(f, o.resolved());
        }},
@@ -97,28 +101,37 @@ const std::vector<TaskEntry>& task_entries() {
                                                    [s](DataRng& r) { return selective_copy_example(s, r); });
        }},
       {{"mad.compression", "MAD compression: encode the sequence into its last position and decode it back",
-        {vocab(16), length(32, "tokens the model sees"), train_size(12800), test_size(1280), seed()}},
+        {vocab(16), length(32, "tokens the model sees"), train_size(12800), test_size(1280),
+         noise_size("token ids used as noise, just below the compression token"),
+         noise_share("chance that a data token is replaced by noise (the target stays the input)"), seed()}},
        [](const Options& o) -> std::unique_ptr<Task> {
          CompressionOptions c;
          c.vocab_size = o.integer("vocab_size");
          c.seq_len = o.integer("seq_len");
          c.num_train = o.integer("num_train");
          c.num_test = o.integer("num_test");
+         c.noise_vocab_size = o.integer("noise_vocab_size");
+         c.frac_noise = o.real("frac_noise");
          c.seed = seed_of(o);
+         validate(c);
          return std::make_unique<AlignedTokenTask>("mad.compression", o.resolved(), c.vocab_size, c.seq_len, c.seed,
                                                    c.num_train, c.num_test,
                                                    [c](DataRng& r) { return compression_example(c, r); }, "autoencoder");
        }},
       {{"mad.memorization", "MAD memorization: a fixed key-value map stored in the weights",
-        {vocab(256), length(32, "tokens the model sees (even)"), train_size(256), test_size(1280), seed()}},
+        {vocab(256), length(32, "tokens the model sees (even)"), train_size(256), test_size(1280),
+         noise_size("token ids used as noise, just below the insert token"),
+         noise_share("share of key/insert slots filled with two noise tokens"), seed()}},
        [](const Options& o) -> std::unique_ptr<Task> {
          MemorizationOptions m;
          m.vocab_size = o.integer("vocab_size");
          m.seq_len = o.integer("seq_len");
          m.num_train = o.integer("num_train");
          m.num_test = o.integer("num_test");
+         m.noise_vocab_size = o.integer("noise_vocab_size");
+         m.frac_noise = o.real("frac_noise");
          m.seed = seed_of(o);
-         if (m.seq_len % 2 != 0) throw Error("memorization: seq_len must be even");
+         validate(m);
          auto map = memorization_map(m);
          return std::make_unique<AlignedTokenTask>("mad.memorization", o.resolved(), m.vocab_size, m.seq_len, m.seed,
                                                    m.num_train, m.num_test,

@@ -117,8 +117,11 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     save_checkpoint(config.out_dir, model, *optimizer, s, config.keep_checkpoints);
   };
 
-  auto run_eval = [&](int64_t step) {
+  // lr and grad_norm are those of the step just taken; tokens_per_s is the evaluation's own throughput.
+  auto run_eval = [&](int64_t step, double lr, double grad_norm) {
+    const auto eval_start = Clock::now();
     Metrics m = evaluate(model, task);
+    const double eval_tokens = static_cast<double>(task.test_set().size() * task.seq_len());
     state.final_metrics = m;
     if (m.count(select) && (state.best_metrics.empty() || better(m[select], state.best_metrics[select], select_higher))) {
       state.best_metrics = m;
@@ -127,6 +130,9 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     nlohmann::json j = to_json(m);
     j["step"] = step;
     j["split"] = "test";
+    j["lr"] = lr;
+    j["grad_norm"] = grad_norm;
+    j["tokens_per_s"] = eval_tokens / std::max(1e-9, seconds_since(eval_start));
     log(j);
     if (!config.quiet) {
       char buf[200];
@@ -198,7 +204,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     }
     const bool eval_now = last || (config.eval_every > 0 && state.step % config.eval_every == 0);
     if (eval_now) {
-      Metrics m = run_eval(state.step);
+      Metrics m = run_eval(state.step, lr, grad_norm);
       if (config.target > 0 && m.count(metric) && (higher ? m[metric] >= config.target : m[metric] <= config.target) &&
           !last) {
         state.stopped_early = true;

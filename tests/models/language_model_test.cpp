@@ -63,6 +63,29 @@ TEST(LanguageModel, LossDecreasesOnAFixedBatch) {
   EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
 }
 
+TEST(LanguageModel, EmbeddingDropoutActsOnlyWhileTraining) {
+  torch::manual_seed(2);
+  auto o = small({"softmax"});
+  o.embedding_dropout = 0.5;
+  LanguageModel m(o);
+  auto tokens = torch::randint(0, 11, {2, 9}, torch::kLong);
+  m->train();
+  EXPECT_FALSE(torch::equal(m->forward(tokens), m->forward(tokens)));  // fresh masks each call
+  m->eval();
+  const auto eval_out = m->forward(tokens);
+  EXPECT_TRUE(torch::equal(eval_out, m->forward(tokens)));
+  o.embedding_dropout = 0.0;  // the same weights without dropout give the eval output
+  torch::manual_seed(2);
+  LanguageModel plain(o);
+  plain->train();
+  EXPECT_TRUE(torch::allclose(plain->forward(tokens), eval_out, 1e-6, 1e-6));
+  // Decoding is evaluation: no dropout, so it equals the full forward.
+  LanguageModelState state = m->init_state(2);
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < 9; ++t) steps.push_back(m->step(tokens.select(1, t), state));
+  EXPECT_TRUE(torch::allclose(torch::stack(steps, 1), eval_out, 1e-5, 1e-5));
+}
+
 TEST(LanguageModel, DecodingEqualsTheFullForwardForEveryCausalMixer) {
   for (const char* spec : {"softmax", "relu", "linear", "gla", "ssm"}) {
     SCOPED_TRACE(spec);

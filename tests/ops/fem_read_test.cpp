@@ -12,12 +12,27 @@ namespace {
 
 constexpr auto rnd = &testing::seeded_randn;
 
-// F(beta) = (1/beta) log sum_i p_i exp(beta v_i), for a prior p [n] and values v [n, C]. For small beta
-// as mu + log1p(E_p[expm1(beta (v - mu))]) / beta, which keeps full precision as beta -> 0.
-torch::Tensor free_energy(const torch::Tensor& p, const torch::Tensor& v, double beta) {
-  if (beta >= 1) return torch::logsumexp(p.log().unsqueeze(1) + beta * v, 0) / beta;
-  auto mu = (p.unsqueeze(1) * v).sum(0);
-  return mu + torch::log1p((p.unsqueeze(1) * torch::expm1(beta * (v - mu))).sum(0)) / beta;
+// The library's free-energy read on a given prior: one head whose scores are log p (q = 1, k_i = log p_i,
+// scale 1), so softmax attention's weights are exactly p. Every query row sees the same prior when the
+// read is bidirectional; causally, row t sees p restricted to keys 0..t and renormalised.
+// p [n], v [n, C] -> mean and F per row, [n, C].
+struct PriorRead {
+  torch::Tensor mean, free_energy;
+};
+PriorRead read_on_prior(const torch::Tensor& p, const torch::Tensor& v, double beta, bool causal = false,
+                        bool fused = false) {
+  const int64_t n = p.size(0), C = v.size(1);
+  auto q = torch::ones({1, n, 1, 1}, p.options());
+  auto k = p.log().view({1, n, 1, 1});
+  auto betas = torch::full({C}, beta, v.options());
+  // The fused read needs a cap; callers keep |beta v| below it so nothing is clamped.
+  auto r = fused ? ops::fem_softmax_read_fused(q, k, v.view({1, n, 1, C}), betas, ops::kMaxConstantShiftCap, causal, 1.0)
+                 : ops::fem_softmax_read_naive(q, k, v.view({1, n, 1, C}), betas, 0.0, causal, 1.0);
+  return {r.mean.view({n, C}), r.free_energy.view({n, C})};
+}
+// F of the full prior (bidirectional read, row 0): [C].
+torch::Tensor free_energy(const torch::Tensor& p, const torch::Tensor& v, double beta, bool fused = false) {
+  return read_on_prior(p, v, beta, false, fused).free_energy[0];
 }
 
 struct Case {
@@ -34,7 +49,11 @@ TEST(FreeEnergyIdentities, MeanPlusKlOverBeta) {
       auto mu = (p.unsqueeze(1) * v).sum(0);
       auto q = torch::softmax(p.log().unsqueeze(1) + beta * v, 0);      // posterior per channel
       auto kl = (p.unsqueeze(1) * (p.log().unsqueeze(1) - q.log())).sum(0);  // KL(p || q_beta)
-      EXPECT_CLOSE(free_energy(p, v, beta), mu + kl / beta, 1e-12, 1e-13);
+      for (bool fused : {false, true}) {
+        const auto read = read_on_prior(p, v, beta, false, fused);
+        EXPECT_CLOSE(read.mean[0], mu, 1e-12, 1e-13) << "fused " << fused;
+        EXPECT_CLOSE(read.free_energy[0], mu + kl / beta, 1e-12, 1e-13) << "fused " << fused << " beta " << beta;
+      }
     }
   }
 }
@@ -56,17 +75,42 @@ TEST(FreeEnergyIdentities, IncreasingInBetaFromTheMeanToTheMax) {
   EXPECT_CLOSE(f, max, 0, -p.log().min().item<double>() / 1e5 + 1e-12);
 }
 
+TEST(FreeEnergyIdentities, AtHighBetaTheMaxIsTakenOnTheSupportOnly) {
+  // Causal rows restrict the prior to keys 0..t: F tends to the max over those keys, and a larger value
+  // later in the sequence (off the support) must not pull it up.
+  auto [p, v] = random_case(15);
+  v[6].fill_(50.0);  // far above every other value, visible only from row 6 on
+  const double beta = 1e5;
+  const auto read = read_on_prior(p, v, beta, /*causal=*/true);
+  for (int64_t t = 0; t < p.size(0); ++t) {
+    auto support = p.narrow(0, 0, t + 1) / p.narrow(0, 0, t + 1).sum();
+    auto max_on_support = std::get<0>(v.narrow(0, 0, t + 1).max(0));
+    const double slack = -support.log().min().item<double>() / beta + 1e-12;
+    EXPECT_CLOSE(read.free_energy[t], max_on_support, 0, slack) << "row " << t;
+    EXPECT_TRUE((read.free_energy[t] < 50.0 - 1.0).all().item<bool>() == (t < 6)) << "row " << t;
+  }
+  // At moderate beta F stays between the support's mean and its max.
+  const auto mid = read_on_prior(p, v, 0.7, true);
+  for (int64_t t = 0; t < p.size(0); ++t) {
+    auto max_on_support = std::get<0>(v.narrow(0, 0, t + 1).max(0));
+    EXPECT_TRUE((mid.free_energy[t] >= mid.mean[t] - 1e-12).all().item<bool>()) << t;
+    EXPECT_TRUE((mid.free_energy[t] <= max_on_support + 1e-12).all().item<bool>()) << t;
+  }
+}
+
 TEST(FreeEnergyIdentities, EveryLambdaHasOneHiddenTemperature) {
   auto [p, v] = random_case(5);
   const double beta_max = 3.0;
   auto mu = (p.unsqueeze(1) * v).sum(0);
   auto f_max = free_energy(p, v, beta_max);
-  for (double lambda : {0.0, 0.2, 0.5, 0.9, 1.0}) {
+  // lambda = 0 is beta = 0, the mean, by definition; the library reads F in log space, whose rounding
+  // (~1e-16 / beta) would blur a bisection towards beta = 0, so the smallest lambda here is 0.05.
+  for (double lambda : {0.05, 0.2, 0.5, 0.9, 1.0}) {
     auto target = (1 - lambda) * mu + lambda * f_max;
     for (int64_t c = 0; c < v.size(1); ++c) {
       // Bisection on F(beta) = target over [0, beta_max]; F is increasing, so the root is unique.
       double lo = 0.0, hi = beta_max;
-      auto f = [&](double b) {
+      auto f = [&](double b) {  // F(0) is the mean by definition
         return b < 1e-12 ? mu[c].item<double>() : free_energy(p, v.select(1, c).unsqueeze(1), b).item<double>();
       };
       const double t = target[c].item<double>();
@@ -83,11 +127,13 @@ TEST(FreeEnergyIdentities, EveryLambdaHasOneHiddenTemperature) {
 
 TEST(FreeEnergyIdentities, GradientWithRespectToValuesIsThePosterior) {
   auto [p, v0] = random_case(6);
-  auto v = v0.clone().requires_grad_();
   const double beta = 1.7;
-  free_energy(p, v, beta).sum().backward();
   auto q = torch::softmax(p.log().unsqueeze(1) + beta * v0, 0);
-  EXPECT_CLOSE(v.grad(), q, 1e-12, 1e-14);
+  for (bool fused : {false, true}) {
+    auto v = v0.clone().requires_grad_();
+    free_energy(p, v, beta, fused).sum().backward();
+    EXPECT_CLOSE(v.grad(), q, 1e-12, 1e-14) << "fused " << fused;
+  }
 }
 
 TEST(FemSoftmaxRead, DefinitionMatchesTheReadThroughTheAttentionOp) {

@@ -4,12 +4,14 @@
 #include <map>
 #include <set>
 
+#include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
 #include "seqmix/tasks/argmax.h"
 #include "seqmix/tasks/mad/fuzzy_recall.h"
 #include "seqmix/tasks/mad/token_tasks.h"
 #include "seqmix/tasks/mqar.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/train/run.h"
 
 namespace seqmix {
 namespace {
@@ -44,6 +46,67 @@ TEST(Compression, TargetIsTheInputEndingInTheCompressionToken) {
   EXPECT_EQ(ex.tokens.back(), 15);
   EXPECT_EQ(ex.labels, ex.tokens);
   for (size_t i = 0; i + 1 < ex.tokens.size(); ++i) EXPECT_LT(ex.tokens[i], 15);
+}
+
+TEST(Compression, NoiseReplacesDataTokensAndStaysInTheTarget) {
+  CompressionOptions o;  // V 16 with 4 noise ids: data 0-10, noise 11-14, compression token 15
+  o.noise_vocab_size = 4;
+  o.frac_noise = 0.5;
+  DataRng rng(12);
+  int noise = 0, data = 0;
+  for (int i = 0; i < 50; ++i) {
+    const TokenExample ex = compression_example(o, rng);
+    ASSERT_EQ(ex.tokens.size(), 32u);
+    EXPECT_EQ(ex.tokens.back(), 15);
+    EXPECT_EQ(ex.labels, ex.tokens);  // MAD's quirk: the noisy input is the target
+    for (size_t p = 0; p + 1 < ex.tokens.size(); ++p) {
+      ASSERT_LT(ex.tokens[p], 15);
+      (ex.tokens[p] >= 11 ? noise : data) += 1;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(noise) / (noise + data), 0.5, 0.05);
+  o.frac_noise = 0.2;
+  o.noise_vocab_size = 0;
+  EXPECT_THROW(validate(o), Error);  // noise needs noise ids
+  o.noise_vocab_size = 15;
+  EXPECT_THROW(validate(o), Error);  // no data ids left
+}
+
+TEST(Memorization, NoiseSlotsAreUnscoredPairsOfNoiseTokens) {
+  MemorizationOptions o;  // V 256, 56 noise ids: symbols 0-198 (keys 0-98, values 99-198), noise 199-254
+  o.noise_vocab_size = 56;
+  o.frac_noise = 0.5;
+  const auto map = memorization_map(o);
+  ASSERT_EQ(map.size(), 99u);
+  for (int64_t v : map) {
+    EXPECT_GE(v, 99);
+    EXPECT_LE(v, 198);
+  }
+  DataRng rng(13);
+  int noise_slots = 0;
+  for (int i = 0; i < 40; ++i) {
+    const TokenExample ex = memorization_example(o, map, rng);
+    ASSERT_EQ(ex.tokens.size(), 32u);
+    int facts = 0;
+    for (size_t p = 0; p < 32; p += 2) {
+      if (ex.tokens[p] >= 199) {
+        EXPECT_GE(ex.tokens[p + 1], 199);
+        EXPECT_LE(ex.tokens[p + 1], 254);
+        EXPECT_EQ(ex.labels[p], kIgnoreIndex);
+        EXPECT_EQ(ex.labels[p + 1], kIgnoreIndex);
+        ++noise_slots;
+      } else {
+        EXPECT_LT(ex.tokens[p], 99);
+        EXPECT_EQ(ex.tokens[p + 1], 255);
+        EXPECT_EQ(ex.labels[p + 1], map[static_cast<size_t>(ex.tokens[p])]);
+        ++facts;
+      }
+    }
+    EXPECT_GE(facts, 1);  // one slot always holds a fact
+  }
+  EXPECT_NEAR(noise_slots / (40.0 * 16), 0.5, 0.06);
+  o.seq_len = 31;
+  EXPECT_THROW(validate(o), Error);
 }
 
 TEST(Memorization, FixedBijectionScoredAtInsertTokens) {
@@ -110,6 +173,40 @@ TEST(FuzzyRecall, MotifsPaddingAndScoring) {
     }
 }
 
+TEST(FuzzyRecall, SingleQueryScoresOnlyTheFinalProbeAfterTheCopyPrefix) {
+  FuzzyRecallOptions o;  // single query at V 16: keys 0-6, values 7-13, pad 14, copy prefix 15
+  o.multi_query = false;
+  DataRng rng(5);
+  for (bool training : {true, false})
+    for (int i = 0; i < 40; ++i) {
+      const TokenExample ex = fuzzy_recall_example(o, training, rng);
+      ASSERT_EQ(ex.tokens.size(), 129u);
+      size_t p = 0;
+      while (ex.tokens[p] == 14) ++p;
+      EXPECT_GE(p, 1u);
+      // Exactly one copy prefix, followed by the probe key and value, which are the sequence's end.
+      std::vector<size_t> prefixes;
+      for (size_t q = 0; q < ex.tokens.size(); ++q) {
+        if (q >= p) ASSERT_NE(ex.tokens[q], 14) << "a pad after the first real token";
+        if (ex.tokens[q] == 15) prefixes.push_back(q);
+      }
+      ASSERT_EQ(prefixes.size(), 1u);
+      const size_t prefix = prefixes[0];
+      size_t key_end = prefix + 1;
+      while (ex.tokens[key_end] < 7) ++key_end;
+      const size_t key_len = key_end - prefix - 1, value_len = ex.tokens.size() - key_end;
+      EXPECT_GE(key_len, 1u);
+      EXPECT_LE(key_len, 3u);
+      if (!training) EXPECT_EQ(key_len, 3u);
+      EXPECT_GE(value_len, 1u);
+      EXPECT_LE(value_len, 3u);
+      for (size_t q = 0; q < ex.tokens.size(); ++q)
+        EXPECT_EQ(ex.labels[q], q >= key_end ? ex.tokens[q] : kIgnoreIndex) << "position " << q;
+    }
+  o.vocab_size = 5;  // 3 symbols: too few for keys of 3 distinct tokens
+  EXPECT_THROW(validate(o), Error);
+}
+
 TEST(Mqar, ContextQueriesAndShiftedLabels) {
   MqarOptions o;
   o.vocab_size = 100;
@@ -145,6 +242,23 @@ TEST(Mqar, ContextQueriesAndShiftedLabels) {
   }
   EXPECT_THROW(validate(MqarOptions{100, 16, 5}), Error);  // 2*5*1 + 2*5 > 16
   EXPECT_NO_THROW(validate(MqarOptions{100, 16, 4}));
+}
+
+TEST(Mqar, TrainsWithZoologysProtocolUnlessTheUserSetsOtherwise) {
+  Config config(run_config_schema());
+  config.set("task", "mqar:num_train=100,num_test=4", "test");  // 4 batches of 32 per epoch
+  config.apply_override("train.lr=0.002");
+  seqmix::Run run = build_run(config, "");
+  EXPECT_EQ(run.train.optimizer.lr, 0.002);  // the user's value wins
+  EXPECT_EQ(run.train.optimizer.weight_decay, 0.1);
+  EXPECT_EQ(run.train.batch_size, 32);
+  EXPECT_EQ(run.train.steps, 400);  // 100 epochs
+  EXPECT_EQ(run.train.schedule_stage, 4);
+  EXPECT_EQ(run.train.eval_every, 4);
+  EXPECT_EQ(run.train.min_lr, 0.0);
+  EXPECT_EQ(run.train.target, 0.99);
+  EXPECT_NE(run.model_spec.find("dropout=0.1"), std::string::npos) << run.model_spec;
+  EXPECT_NE(run.model_spec.find("pos=learned"), std::string::npos) << run.model_spec;
 }
 
 TEST(Mqar, AccuracyIsAveragedPerExample) {

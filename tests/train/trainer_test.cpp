@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "seqmix/io/atomic_file.h"
@@ -135,6 +136,103 @@ TEST(Checkpoint, RoundTripRestoresModelAndOptimizerExactly) {
   EXPECT_EQ(with_state, static_cast<int>(fresh->parameters().size()));
 }
 
+// AdamW's moment of parameter p in optimizer opt.
+const torch::optim::AdamWParamState& adam_state(torch::optim::AdamW& opt, const torch::Tensor& p) {
+  return static_cast<const torch::optim::AdamWParamState&>(*opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+}
+
+TEST(Checkpoint, RoundTripRestoresAdamMomentsBitForBit) {
+  auto task = tiny_task();
+  const auto dir = fresh_dir("moments");
+  fs::create_directories(dir);
+  auto m = tiny_model(6);
+  auto opt = make_adamw(*m, OptimizerConfig{});
+  for (int64_t step = 0; step < 3; ++step) {
+    opt->zero_grad();
+    Batch b = task.train_batch(step, 4);
+    task.loss(m->forward(b.inputs), b).backward();
+    opt->step();
+  }
+  TrainerState state;
+  state.step = 3;
+  save_checkpoint(dir.string(), *m, *opt, state, 1);
+  auto fresh = tiny_model(7);
+  auto fresh_opt = make_adamw(*fresh, OptimizerConfig{});
+  TrainerState loaded;
+  ASSERT_TRUE(load_checkpoint(dir.string(), *fresh, fresh_opt.get(), loaded));
+  const auto params = m->parameters(), fresh_params = fresh->parameters();
+  ASSERT_EQ(params.size(), fresh_params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& a = adam_state(*opt, params[i]);
+    const auto& b = adam_state(*fresh_opt, fresh_params[i]);
+    EXPECT_TRUE(torch::equal(a.exp_avg(), b.exp_avg())) << i;
+    EXPECT_TRUE(torch::equal(a.exp_avg_sq(), b.exp_avg_sq())) << i;
+    EXPECT_EQ(a.step(), b.step());
+  }
+}
+
+TEST(Optimizer, DecayGroupsSpareNormsAndBiases) {
+  auto m = tiny_model(1);
+  OptimizerConfig c;
+  c.weight_decay = 0.25;
+  auto opt = make_adamw(*m, c);
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  auto decay_of = [](torch::optim::OptimizerParamGroup& g) {
+    return static_cast<torch::optim::AdamWOptions&>(g.options()).weight_decay();
+  };
+  EXPECT_EQ(decay_of(opt->param_groups()[0]), 0.25);
+  EXPECT_EQ(decay_of(opt->param_groups()[1]), 0.0);
+  std::set<const void*> decayed, spared;
+  for (const auto& p : opt->param_groups()[0].params()) decayed.insert(p.unsafeGetTensorImpl());
+  for (const auto& p : opt->param_groups()[1].params()) spared.insert(p.unsafeGetTensorImpl());
+  int norms = 0, biases = 0;
+  for (const auto& p : m->named_parameters()) {
+    const bool vector = p.value().dim() < 2;
+    const std::string& name = p.key();
+    if (name.find("norm") != std::string::npos && vector) ++norms;
+    if (name.find("bias") != std::string::npos) ++biases;
+    EXPECT_EQ(decayed.count(p.value().unsafeGetTensorImpl()), vector ? 0u : 1u) << name;
+    EXPECT_EQ(spared.count(p.value().unsafeGetTensorImpl()), vector ? 1u : 0u) << name;
+  }
+  EXPECT_GT(norms, 0);
+  EXPECT_GT(biases, 0);  // the head's bias
+  c.decay_vectors = true;  // MAD: one group, everything decays
+  auto all = make_adamw(*m, c);
+  EXPECT_EQ(all->param_groups()[0].params().size(), m->parameters().size());
+  EXPECT_TRUE(all->param_groups()[1].params().empty());
+}
+
+TEST(Trainer, ClippingScalesTheGradientToTheLimit) {
+  // After one AdamW step exp_avg = (1 - beta1) * g, so the stored moment shows the gradient that was used.
+  auto task = tiny_task();
+  auto first_moment = [&](const std::string& name, double clip, double* logged_norm) {
+    const auto dir = fresh_dir(name);
+    auto m = tiny_model(9);
+    TrainConfig c = tiny_config(dir, 1);
+    c.grad_clip = clip;
+    train(*m, task, c);
+    std::ifstream log(dir / "metrics.jsonl");
+    std::string line;
+    std::getline(log, line);
+    *logged_norm = nlohmann::json::parse(line).at("grad_norm").get<double>();
+    auto fresh = tiny_model(9);
+    auto opt = make_adamw(*fresh, OptimizerConfig{});
+    TrainerState state;
+    EXPECT_TRUE(load_checkpoint(dir.string(), *fresh, opt.get(), state));
+    std::vector<torch::Tensor> moments;
+    for (const auto& p : fresh->parameters()) moments.push_back(adam_state(*opt, p).exp_avg().flatten());
+    return torch::cat(moments).to(torch::kDouble);
+  };
+  double norm = 0, clipped_norm = 0;
+  const auto unclipped = first_moment("noclip", 0.0, &norm);
+  EXPECT_NEAR(unclipped.norm().item<double>(), 0.1 * norm, 1e-5 * norm);
+  const double limit = norm / 10;
+  const auto clipped = first_moment("clip", limit, &clipped_norm);
+  EXPECT_DOUBLE_EQ(clipped_norm, norm);  // the log shows the norm before clipping
+  EXPECT_NEAR(clipped.norm().item<double>(), 0.1 * limit, 1e-4 * limit);
+  EXPECT_TRUE(torch::allclose(clipped * 10, unclipped, 1e-4, 1e-9));  // same direction, scaled
+}
+
 TEST(Checkpoint, CorruptOrTruncatedCheckpointsAreClearErrorsAndChangeNothing) {
   auto task = tiny_task();
   const auto dir = fresh_dir("corrupt");
@@ -202,6 +300,16 @@ TEST(Trainer, EarlyStopAndSummary) {
   EXPECT_TRUE(j["best"].contains("accuracy"));
   EXPECT_EQ(j["parameters"].get<int64_t>(), m->parameter_count());
   EXPECT_EQ(j["metric"], "accuracy");
+  // Every log line, train and eval, carries the step, split, loss, lr, grad norm and throughput.
+  std::ifstream log(dir / "metrics.jsonl");
+  int evals = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto e = nlohmann::json::parse(line);
+    for (const char* key : {"step", "split", "loss", "lr", "grad_norm", "tokens_per_s", "accuracy"})
+      EXPECT_TRUE(e.contains(key)) << key << " missing in " << line;
+    evals += e["split"] == "test";
+  }
+  EXPECT_EQ(evals, 1);
 }
 
 }  // namespace

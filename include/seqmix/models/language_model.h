@@ -36,6 +36,7 @@ struct LanguageModelOptions {
   bool output_head = true;  // false: forward returns the final hidden state [B,T,D]
   std::string position = "none";  // none | learned (absolute, needs max_len)
   int64_t max_len = 0;
+  double embedding_dropout = 0.0;  // on token (+ position) embeddings, training mode only
 };
 
 // The "lm" model spec ("lm:dim=128,layers=2,channel=swiglu"): its options, and reading them into

@@ -22,10 +22,14 @@ Motif draw_motif(int64_t first, int64_t count, int64_t length, DataRng& rng) {
   return m;
 }
 
+// Multi-query: pad V-1; single-query: pad V-2 and copy prefix V-1 (specs/mad.md 2.3).
+int64_t special_tokens(const FuzzyRecallOptions& o) { return o.multi_query ? 1 : 2; }
+
 }  // namespace
 
 void validate(const FuzzyRecallOptions& o) {
-  const int64_t symbols = o.vocab_size - 1 - o.noise_vocab_size;
+  const int64_t symbols = o.vocab_size - special_tokens(o) - o.noise_vocab_size;
+  if (o.noise_vocab_size < 0) throw Error("fuzzy recall: noise_vocab_size must be >= 0");
   if (o.key_len < 1 || o.value_len < 1) throw Error("fuzzy recall: key_len and value_len must be >= 1");
   if (symbols / 2 < o.key_len || symbols - symbols / 2 < o.value_len)
     throw Error("fuzzy recall: vocab_size too small for motifs of " + std::to_string(o.key_len) + " distinct keys / " +
@@ -38,8 +42,9 @@ void validate(const FuzzyRecallOptions& o) {
 }
 
 TokenExample fuzzy_recall_example(const FuzzyRecallOptions& o, bool training, DataRng& rng) {
-  const int64_t pad = o.vocab_size - 1;
-  const int64_t symbols = o.vocab_size - 1 - o.noise_vocab_size;
+  const int64_t pad = o.multi_query ? o.vocab_size - 1 : o.vocab_size - 2;
+  const int64_t copy_prefix = o.vocab_size - 1;  // single-query only
+  const int64_t symbols = o.vocab_size - special_tokens(o) - o.noise_vocab_size;
   const int64_t num_keys = symbols / 2, num_values = symbols - num_keys;
   const int64_t noise_first = symbols;  // noise ids sit between the values and the pad token
   const int64_t K = o.key_len, Vm = o.value_len, L = o.seq_len;
@@ -82,8 +87,9 @@ TokenExample fuzzy_recall_example(const FuzzyRecallOptions& o, bool training, Da
       if (key == probe_key) probe_placed = true;
     }
     append(key, false);
-    append(value_of[key], !first);
+    append(value_of[key], o.multi_query && !first);  // single-query scores only the final probe
   }
+  if (!o.multi_query) append({copy_prefix}, false);
   append(probe_key, false);
   append(probe_value, true);
   // Left-pad to L+1 tokens.

@@ -26,16 +26,50 @@ TokenExample selective_copy_example(const SelectiveCopyOptions& o, DataRng& rng)
   return ex;
 }
 
+namespace {
+
+// Shared checks of MAD's noise option; `symbols` = data ids left once the special and noise ids are taken.
+void validate_noise(const char* task, int64_t symbols, int64_t minimum_symbols, int64_t noise_vocab_size,
+                    double frac_noise) {
+  const std::string name(task);
+  if (noise_vocab_size < 0) throw Error(name + ": noise_vocab_size must be >= 0");
+  if (symbols < minimum_symbols)
+    throw Error(name + ": vocab_size leaves fewer than " + std::to_string(minimum_symbols) +
+                " data tokens once the special and noise tokens are taken");
+  if (!(frac_noise >= 0.0 && frac_noise < 1.0)) throw Error(name + ": frac_noise must be in [0, 1)");
+  if (frac_noise > 0 && noise_vocab_size == 0) throw Error(name + ": frac_noise > 0 needs noise_vocab_size > 0");
+}
+
+int64_t compression_symbols(const CompressionOptions& o) { return o.vocab_size - 1 - o.noise_vocab_size; }
+int64_t memorization_symbols(const MemorizationOptions& o) { return o.vocab_size - 1 - o.noise_vocab_size; }
+
+}  // namespace
+
+void validate(const CompressionOptions& o) {
+  validate_noise("compression", compression_symbols(o), 1, o.noise_vocab_size, o.frac_noise);
+  if (o.num_train < 1 || o.num_test < 1) throw Error("compression: num_train and num_test must be >= 1");
+}
+
+void validate(const MemorizationOptions& o) {
+  validate_noise("memorization", memorization_symbols(o), 2, o.noise_vocab_size, o.frac_noise);
+  if (o.seq_len % 2 != 0) throw Error("memorization: seq_len must be even");
+  if (o.num_train < 1 || o.num_test < 1) throw Error("memorization: num_train and num_test must be >= 1");
+}
+
 TokenExample compression_example(const CompressionOptions& o, DataRng& rng) {
+  const int64_t symbols = compression_symbols(o);
   TokenExample ex;
-  for (int64_t i = 0; i + 1 < o.seq_len; ++i) ex.tokens.push_back(rng.below(o.vocab_size - 1));
+  for (int64_t i = 0; i + 1 < o.seq_len; ++i) {
+    const bool noise = o.frac_noise > 0 && rng.uniform() < o.frac_noise;
+    ex.tokens.push_back(noise ? symbols + rng.below(o.noise_vocab_size) : rng.below(symbols));
+  }
   ex.tokens.push_back(o.vocab_size - 1);  // the compression token
-  ex.labels = ex.tokens;                  // the target is the input itself
+  ex.labels = ex.tokens;                  // the target is the input itself, noise included (MAD's quirk)
   return ex;
 }
 
 std::vector<int64_t> memorization_map(const MemorizationOptions& o) {
-  const int64_t symbols = o.vocab_size - 1, num_keys = symbols / 2;
+  const int64_t symbols = memorization_symbols(o), num_keys = symbols / 2;
   std::vector<int64_t> keys(static_cast<size_t>(num_keys)), values(static_cast<size_t>(symbols - num_keys));
   std::iota(keys.begin(), keys.end(), 0);
   std::iota(values.begin(), values.end(), num_keys);
@@ -48,9 +82,19 @@ std::vector<int64_t> memorization_map(const MemorizationOptions& o) {
 }
 
 TokenExample memorization_example(const MemorizationOptions& o, const std::vector<int64_t>& value_of, DataRng& rng) {
-  const int64_t insert = o.vocab_size - 1;
+  const int64_t insert = o.vocab_size - 1, noise_first = memorization_symbols(o);
+  const int64_t slots = o.seq_len / 2;
+  const bool noisy = o.frac_noise > 0;
+  const int64_t forced = noisy ? rng.below(slots) : -1;  // one slot always holds a fact, as in MAD
   TokenExample ex;
-  for (int64_t s = 0; s < o.seq_len / 2; ++s) {
+  for (int64_t s = 0; s < slots; ++s) {
+    if (noisy && s != forced && rng.uniform() < o.frac_noise) {
+      for (int i = 0; i < 2; ++i) {
+        ex.tokens.push_back(noise_first + rng.below(o.noise_vocab_size));
+        ex.labels.push_back(kIgnoreIndex);
+      }
+      continue;
+    }
     const int64_t key = rng.below(static_cast<int64_t>(value_of.size()));
     ex.tokens.push_back(key);
     ex.labels.push_back(kIgnoreIndex);

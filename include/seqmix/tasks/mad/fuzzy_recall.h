@@ -16,6 +16,7 @@ struct FuzzyRecallOptions {
   int64_t value_len = 3;  // Vm, the longest value motif
   int64_t noise_vocab_size = 0;
   double frac_noise = 0.0;
+  bool multi_query = true;  // false: MAD's single-query variant (copy prefix, only the final probe scored)
   uint64_t seed = 12345;
 };
 

@@ -17,10 +17,15 @@ struct SelectiveCopyOptions {
   uint64_t seed = 12345;
 };
 
+// MAD's noise option for compression and memorization (unused by its benchmark): the noise ids sit just
+// below the special token; frac_noise is the chance that a data token (compression) or a key/insert slot
+// (memorization) is replaced by noise.
 struct CompressionOptions {
   int64_t vocab_size = 16;
   int64_t seq_len = 32;
   int64_t num_train = 12800, num_test = 1280;
+  int64_t noise_vocab_size = 0;
+  double frac_noise = 0.0;  // as in MAD, the target stays the (noisy) input itself
   uint64_t seed = 12345;
 };
 
@@ -28,8 +33,14 @@ struct MemorizationOptions {
   int64_t vocab_size = 256;
   int64_t seq_len = 32;
   int64_t num_train = 256, num_test = 1280;
+  int64_t noise_vocab_size = 0;
+  double frac_noise = 0.0;  // noise slots are two noise tokens, both unscored
   uint64_t seed = 12345;
 };
+
+// Check the options and throw Error naming the first violated requirement.
+void validate(const CompressionOptions& options);
+void validate(const MemorizationOptions& options);
 
 // Examples as (tokens, aligned labels). Memorization also takes the fixed key -> value map.
 TokenExample selective_copy_example(const SelectiveCopyOptions& options, DataRng& rng);
