@@ -70,6 +70,7 @@ int run_train(const TrainArgs& a) {
   Run run = build_run(config, dir);
   fs::create_directories(dir);
   write_file_atomically((fs::path(dir) / "config.yaml").string(), config.to_yaml());
+  for (const auto& [file, content] : run.task->artifacts()) write_file_atomically((fs::path(dir) / file).string(), content);
   print_header(run, dir);
   return report(run, train(*run.model, *run.task, run.train));
 }

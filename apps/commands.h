@@ -16,5 +16,6 @@ void add_eval_command(CLI::App& app, Action& action);
 void add_plot_command(CLI::App& app, Action& action);
 void add_mad_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
+void add_generate_command(CLI::App& app, Action& action);
 
 }  // namespace seqmix::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   seqmix::cli::add_eval_command(app, action);
   seqmix::cli::add_mad_command(app, action);
   seqmix::cli::add_bench_command(app, action);
+  seqmix::cli::add_generate_command(app, action);
   seqmix::cli::add_plot_command(app, action);
   seqmix::cli::add_list_command(app, action);
   seqmix::cli::add_info_command(app, action);

@@ -8,6 +8,7 @@
 #include "seqmix/tasks/mad/token_tasks.h"
 #include "seqmix/tasks/mqar.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/tasks/text_lm.h"
 
 namespace seqmix {
 namespace {
@@ -156,6 +157,24 @@ const std::vector<TaskEntry>& task_entries() {
          m.num_test = o.integer("num_test");
          m.seed = seed_of(o);
          return std::make_unique<MqarTask>(m, o.resolved());
+       }},
+      {{"text", "next-token language modelling on a text file with a BPE vocabulary trained on its training split",
+        {OptionInfo::text("path", "../shared/data/text/tinyshakespeare.txt", "UTF-8 text file"),
+         length(256, "tokens per window"),
+         OptionInfo::integer("vocab_size", 2048, "BPE pieces, special and byte pieces included", 300, 1 << 20),
+         OptionInfo::real("val_fraction", 0.1, "share of the file (its end) held out for validation", 1e-6, 0.999999),
+         OptionInfo::text("tokenizer", "", "SentencePiece .model to use (empty: train BPE on the training split)"),
+         OptionInfo::integer("num_test", 0, "validation windows evaluated (0 = all)", 0), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         TextOptions t;
+         t.path = o.text("path");
+         t.seq_len = o.integer("seq_len");
+         t.vocab_size = o.integer("vocab_size");
+         t.val_fraction = o.real("val_fraction");
+         t.tokenizer = o.text("tokenizer");
+         t.num_test = o.integer("num_test");
+         t.seed = seed_of(o);
+         return std::make_unique<TextTask>(t, o.resolved());
        }},
       {{"argmax", "FEM's channel-wise argmax toy: output the per-channel max of a [T,D] value matrix",
         {length(64, "positions T"), OptionInfo::integer("dim", 128, "channels D", 1),

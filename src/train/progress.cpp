@@ -24,10 +24,12 @@ void Progress::update(int64_t step, double loss, const std::string& metric_name,
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int64_t done = step - first_step_;
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : NAN;
+  // A task whose metric is the loss itself (text) shows it once.
+  char metric_text[96] = "";
+  if (metric_name != "loss") std::snprintf(metric_text, sizeof metric_text, "  %s %.4f", metric_name.c_str(), metric);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  %s %.4f  %.0f tok/s  ETA %s",
-                static_cast<long long>(step), static_cast<long long>(total_), loss, metric_name.c_str(), metric,
-                tokens_per_s, format_duration(eta).c_str());
+  std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f%s  %.0f tok/s  ETA %s", static_cast<long long>(step),
+                static_cast<long long>(total_), loss, metric_text, tokens_per_s, format_duration(eta).c_str());
   if (tty_) {
     std::fprintf(out_, "\r\033[K%s", buf);
     line_open_ = true;

@@ -136,8 +136,10 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     log(j);
     if (!config.quiet) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f  %s %.4f", static_cast<long long>(step),
-                    m.count("loss") ? m["loss"] : NAN, metric.c_str(), m.count(metric) ? m[metric] : NAN);
+      int n = std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f", static_cast<long long>(step),
+                            m.count("loss") ? m["loss"] : NAN);
+      if (metric != "loss")
+        std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), "  %s %.4f", metric.c_str(), m.count(metric) ? m[metric] : NAN);
       progress.line(buf);
     }
     return m;

@@ -136,3 +136,30 @@ set_tests_properties(cli.tiny_ela_run_logs_aux_loss PROPERTIES FIXTURES_REQUIRED
   PASS_REGULAR_EXPRESSION "\"aux_loss\":[0-9]")
 seqmix_cli_error(unknown_ela_kernel "unknown ELA kernel 'cosine'; valid kernels: direction_magnitude, hadamard_exp"
                  train --mixer ela:kernel=cosine --steps 1)
+
+# Text: a tiny language model trained on a generated text, then sampled with `generate`.
+string(REPEAT "Romeo: the night is come, and Juliet is the sun.\nJuliet: O Romeo, wherefore art thou Romeo?\n" 40
+       SEQMIX_TINY_TEXT)
+file(WRITE ${SEQMIX_CLI_TMP}/tiny.txt "${SEQMIX_TINY_TEXT}")
+set(SEQMIX_TINY_TEXT_RUN ${SEQMIX_CLI_TMP}/tiny_text_run)
+add_test(NAME cli.tiny_text_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_TINY_TEXT_RUN})
+add_test(NAME cli.tiny_text_run COMMAND $<TARGET_FILE:seqmix> train --task text:path=${SEQMIX_CLI_TMP}/tiny.txt,seq_len=16,vocab_size=300
+         --mixer softmax:heads=2 --model lm:dim=16,layers=1 --steps 4 --eval-every 2 --threads 1 --out ${SEQMIX_TINY_TEXT_RUN})
+add_test(NAME cli.tiny_text_run_tokenizer COMMAND ${CMAKE_COMMAND} -E md5sum ${SEQMIX_TINY_TEXT_RUN}/tokenizer.model)
+add_test(NAME cli.tiny_text_generate COMMAND $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_TEXT_RUN} --prompt "Romeo:"
+         --tokens 12 --temperature 0.8 --top-k 20 --samples 2 --threads 1)
+add_test(NAME cli.tiny_text_generate_bad_temperature COMMAND ${SEQMIX_EXPECT_ERROR} "--temperature must be >= 0"
+         $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_TEXT_RUN} --temperature -1)
+add_test(NAME cli.generate_needs_a_text_run COMMAND ${SEQMIX_EXPECT_ERROR} "generate needs a run of the text task"
+         $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_RUN})
+set_tests_properties(cli.tiny_text_run_clean PROPERTIES FIXTURES_SETUP tiny_text_clean LABELS fast)
+set_tests_properties(cli.tiny_text_run PROPERTIES FIXTURES_REQUIRED tiny_text_clean FIXTURES_SETUP tiny_text_run LABELS fast
+  PASS_REGULAR_EXPRESSION "final loss [0-9.]+ \\(best")
+set_tests_properties(cli.tiny_text_run_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast)
+set_tests_properties(cli.tiny_text_generate PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast
+  PASS_REGULAR_EXPRESSION "--- sample 1 \\(checkpoint step 4\\)\nRomeo:.*--- sample 2")
+set_tests_properties(cli.tiny_text_generate_bad_temperature PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast)
+set_tests_properties(cli.generate_needs_a_text_run PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast)
+seqmix_cli_error(text_missing_file "cannot read the text file ${SEQMIX_CLI_TMP}/absent.txt"
+                 train --task text:path=${SEQMIX_CLI_TMP}/absent.txt --steps 1 --out ${SEQMIX_CLI_TMP}/x6)
+seqmix_cli_error(generate_without_run "has no config.yaml" generate --run ${SEQMIX_CLI_TMP}/no_such_run)

@@ -67,6 +67,9 @@ class Task {
   // user sets none.
   virtual std::vector<std::pair<std::string, std::string>> training_defaults() const { return {}; }
   virtual bool higher_is_better() const { return true; }
+  // Files a user of the run needs besides the weights (file name -> content), written into the run
+  // directory by `seqmix train`, e.g. the tokenizer of a text task.
+  virtual std::map<std::string, std::string> artifacts() const { return {}; }
 };
 
 // Cross-entropy over positions whose target is not kIgnoreIndex; outputs [B,T,V], targets [B,T].

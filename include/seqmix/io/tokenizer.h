@@ -1,0 +1,37 @@
+#pragma once
+// A byte-pair-encoding subword tokenizer (SentencePiece's BPE), trained by seqmix on a text or loaded
+// from a SentencePiece .model file. Text round-trips exactly: no normalisation, spaces kept as they are,
+// newlines mapped to one reserved piece, and characters the training text never showed fall back to
+// their UTF-8 bytes. SentencePiece runs in a plugin, libseqmix_sentencepiece.so, loaded on first use
+// (src/io/sentencepiece/backend_api.h says why).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace seqmix {
+
+class Tokenizer {
+ public:
+  // Trains a BPE vocabulary of vocab_size pieces (special and byte pieces included) on text.
+  // Deterministic: the same text and size give the same model.
+  static Tokenizer train(const std::string& text, int64_t vocab_size);
+  // Reads a model written by save() (or any SentencePiece model); throws Error if it is not one.
+  static Tokenizer load(const std::string& path);
+  static Tokenizer from_serialized(const std::string& model_proto, const std::string& origin);
+
+  std::vector<int64_t> encode(const std::string& text) const;
+  // Ids outside [0, vocab_size) are an error.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  int64_t vocab_size() const;
+  // The SentencePiece model proto, as save() writes it.
+  const std::string& serialized() const { return serialized_; }
+  void save(const std::string& path) const;  // atomically
+
+ private:
+  Tokenizer() = default;
+  std::shared_ptr<void> processor_;  // the plugin's processor
+  std::string serialized_;
+};
+
+}  // namespace seqmix
