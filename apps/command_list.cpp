@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "seqmix/models/language_model.h"
+#include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/tasks/task.h"
 
@@ -16,7 +16,7 @@ void add_list_command(CLI::App& app, Action& action) {
       std::printf("%s\n", describe_components("Sequence mixers (--mixer)", mixer_infos()).c_str());
       std::printf("%s\n", describe_components("Channel mixers (model option channel=)", channel_mixer_infos()).c_str());
       std::printf("%s\n", describe_components("Residual schemes (model option residual=)", residual_infos()).c_str());
-      std::printf("%s\n", describe_components("Models (--model)", {language_model_info()}).c_str());
+      std::printf("%s\n", describe_components("Models (--model)", model_infos()).c_str());
       std::printf("%s", describe_components("Tasks (--task)", task_infos()).c_str());
       return 0;
     };

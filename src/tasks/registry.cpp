@@ -1,4 +1,5 @@
 // The built-in tasks and their options (MAD defaults from specs/mad.md).
+#include <filesystem>
 #include <functional>
 
 #include "seqmix/io/error.h"
@@ -7,6 +8,7 @@
 #include "seqmix/tasks/mad/recall.h"
 #include "seqmix/tasks/mad/token_tasks.h"
 #include "seqmix/tasks/mqar.h"
+#include "seqmix/tasks/time_series.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/tasks/text_lm.h"
 
@@ -190,6 +192,31 @@ const std::vector<TaskEntry>& task_entries() {
          a.num_test = o.integer("num_test");
          a.seed = seed_of(o);
          return std::make_unique<ArgmaxTask>(a, o.resolved());
+       }},
+      {{"ett", "multivariate time-series forecasting on a CSV table (ETT), Informer's split and z-scoring",
+        {OptionInfo::text("path", "../shared/data/ett/ETTh1.csv", "CSV file with a header (a 'date' column is skipped)"),
+         OptionInfo::integer("input_len", 96, "rows the model reads", 1, 1 << 20),
+         OptionInfo::integer("horizon", 96, "rows it forecasts", 1, 1 << 20),
+         OptionInfo::integer("train_rows", 8640, "rows of the training split (ETTh: 12 months)", 1),
+         OptionInfo::integer("val_rows", 2880, "rows of the validation split, after the training rows", 0),
+         OptionInfo::integer("test_rows", 2880, "rows of the test split, after the validation rows", 0),
+         OptionInfo::choice("split", "test", {"test", "val"}, "the evaluation set"),
+         OptionInfo::integer("stride", 1, "step between training windows", 1), seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         TimeSeriesOptions t;
+         t.path = std::filesystem::absolute(o.text("path")).lexically_normal().string();
+         t.input_len = o.integer("input_len");
+         t.horizon = o.integer("horizon");
+         t.train_rows = o.integer("train_rows");
+         t.val_rows = o.integer("val_rows");
+         t.test_rows = o.integer("test_rows");
+         t.split = o.text("split");
+         t.stride = o.integer("stride");
+         t.seed = seed_of(o);
+         Spec resolved = Spec::parse(o.resolved());  // with the absolute path, so eval and resume find the file
+         for (auto& [key, value] : resolved.options)
+           if (key == "path") value = t.path;
+         return std::make_unique<TimeSeriesTask>(t, resolved.str());
        }},
   };
   return entries;

@@ -12,7 +12,7 @@ namespace seqmix {
 std::vector<OptionInfo> run_config_schema() {
   return {
       OptionInfo::text("task", "mad.in_context_recall:seq_len=64,num_train=6400", "task spec (seqmix list)"),
-      OptionInfo::list("mixer", {"softmax"}, "sequence-mixer specs, one per layer, cycled over the layers"),
+      OptionInfo::list("mixer", {"softmax"}, "sequence-mixer specs, one per layer, cycled over the layers (none: dlinear)"),
       OptionInfo::text("model", "", "model spec; empty: the task's default model"),
       OptionInfo::integer("seed", 0, "seed of the model initialisation", 0),
       OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
@@ -44,11 +44,20 @@ Run build_run(Config& config, const std::string& out_dir) {
   run.task = build_task(config.text("task"));
   config.set("task", run.task->resolved_spec(), "config");
   for (const auto& [key, value] : run.task->training_defaults()) config.set_default(key, value, "task " + run.task->name());
-  for (const auto& m : config.list("mixer")) run.mixers.push_back(resolve_mixer_spec(m));
-  config.set("mixer", join_list(run.mixers), "config");
   run.model_spec = config.text("model").empty() ? run.task->default_model() : config.text("model");
   config.set("model", component_options(model_infos(), "model", run.model_spec).resolved(), "config");
   run.model_spec = config.text("model");
+  if (model_takes_mixers(run.model_spec)) {
+    for (const auto& m : config.list("mixer")) run.mixers.push_back(resolve_mixer_spec(m));
+    config.set("mixer", join_list(run.mixers), "config");
+  } else {
+    // The default mixer is dropped; one the user names would do nothing, so it is an error.
+    const std::vector<std::string> given = config.list("mixer");
+    if (config.was_set("mixer") && given != std::vector<std::string>{"none"})
+      throw Error("model " + Spec::parse(run.model_spec).name + " takes no sequence mixer; leave out --mixer (got " +
+                  join(given) + ")");
+    config.set("mixer", "none", "config");
+  }
 
   torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
   ModelContext c;
@@ -56,6 +65,7 @@ Run build_run(Config& config, const std::string& out_dir) {
   c.input_features = run.task->input_features();
   c.output_features = run.task->output_features();
   c.seq_len = run.task->seq_len();
+  c.output_len = run.task->output_len();
   c.mixers = run.mixers;
   run.model = build_model(run.model_spec, c);
 
@@ -80,7 +90,7 @@ Run build_run(Config& config, const std::string& out_dir) {
   t.keep_checkpoints = config.integer("train.keep_checkpoints");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
-  t.description["mixer"] = join_list(run.mixers);
+  t.description["mixer"] = config.text("mixer");
   return run;
 }
 

@@ -163,3 +163,37 @@ set_tests_properties(cli.generate_needs_a_text_run PROPERTIES FIXTURES_REQUIRED 
 seqmix_cli_error(text_missing_file "cannot read the text file ${SEQMIX_CLI_TMP}/absent.txt"
                  train --task text:path=${SEQMIX_CLI_TMP}/absent.txt --steps 1 --out ${SEQMIX_CLI_TMP}/x6)
 seqmix_cli_error(generate_without_run "has no config.yaml" generate --run ${SEQMIX_CLI_TMP}/no_such_run)
+
+# Forecasting on a tiny synthetic table in ETT's layout (tests/data/ett_tiny.csv): DLinear and the
+# forecaster train a few steps and report MSE; eval rebuilds a DLinear run (its mixer is none); a
+# missing file and a mixer given to DLinear are one-line errors.
+set(SEQMIX_ETT_TINY "ett:path=${CMAKE_CURRENT_SOURCE_DIR}/data/ett_tiny.csv,input_len=24,horizon=12,train_rows=200,val_rows=50,test_rows=50")
+set(SEQMIX_ETT_DLINEAR_RUN ${SEQMIX_CLI_TMP}/ett_dlinear_run)
+set(SEQMIX_ETT_FORECASTER_RUN ${SEQMIX_CLI_TMP}/ett_forecaster_run)
+add_test(NAME cli.ett_runs_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_ETT_DLINEAR_RUN} ${SEQMIX_ETT_FORECASTER_RUN})
+set_tests_properties(cli.ett_runs_clean PROPERTIES FIXTURES_SETUP ett_clean LABELS fast)
+add_test(NAME cli.ett_dlinear_run COMMAND $<TARGET_FILE:seqmix> train --task ${SEQMIX_ETT_TINY} --model dlinear
+         --steps 6 --eval-every 3 --threads 1 --out ${SEQMIX_ETT_DLINEAR_RUN})
+set_tests_properties(cli.ett_dlinear_run PROPERTIES FIXTURES_REQUIRED ett_clean FIXTURES_SETUP ett_dlinear_run LABELS fast
+  PASS_REGULAR_EXPRESSION "model    dlinear:kernel=25: 600 parameters.*final mse [0-9.]+ \\(best")
+add_test(NAME cli.ett_dlinear_run_summary COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_ETT_DLINEAR_RUN}/summary.json
+         ${SEQMIX_ETT_DLINEAR_RUN}/config.yaml)
+set_tests_properties(cli.ett_dlinear_run_summary PROPERTIES FIXTURES_REQUIRED ett_dlinear_run LABELS fast
+  PASS_REGULAR_EXPRESSION "\"final\": {[^}]*\"mae\": [0-9.e-]+,[^}]*\"mse\": [0-9.e-]+.*\"mixer\": \"none\".*mixer:[ \n-]+none")
+add_test(NAME cli.ett_dlinear_run_eval COMMAND $<TARGET_FILE:seqmix> eval --run ${SEQMIX_ETT_DLINEAR_RUN} --json --threads 1)
+set_tests_properties(cli.ett_dlinear_run_eval PROPERTIES FIXTURES_REQUIRED ett_dlinear_run LABELS fast
+  PASS_REGULAR_EXPRESSION "\"mse\":[0-9.e-]+.*\"step\":6")
+add_test(NAME cli.ett_forecaster_run COMMAND $<TARGET_FILE:seqmix> train --task ${SEQMIX_ETT_TINY}
+         --mixer fem:prior=gla,heads=2 --set model=forecaster:dim=16 --steps 4 --eval-every 2 --threads 1
+         --out ${SEQMIX_ETT_FORECASTER_RUN})
+set_tests_properties(cli.ett_forecaster_run PROPERTIES FIXTURES_REQUIRED ett_clean FIXTURES_SETUP ett_forecaster_run
+  LABELS fast PASS_REGULAR_EXPRESSION "final mse [0-9.]+ \\(best")
+add_test(NAME cli.ett_forecaster_run_summary COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_ETT_FORECASTER_RUN}/summary.json)
+set_tests_properties(cli.ett_forecaster_run_summary PROPERTIES FIXTURES_REQUIRED ett_forecaster_run LABELS fast
+  PASS_REGULAR_EXPRESSION "\"final\": {[^}]*\"mse\": [0-9.e-]+")
+seqmix_cli_error(ett_missing_csv "task ett: the data file .*/absent\\.csv does not exist; give its path as a task option"
+                 train --task ett:path=${SEQMIX_CLI_TMP}/absent.csv --steps 1 --out ${SEQMIX_CLI_TMP}/ett_x1)
+seqmix_cli_error(ett_dlinear_rejects_mixer "model dlinear takes no sequence mixer; leave out --mixer \\(got softmax\\)"
+                 train --task ${SEQMIX_ETT_TINY} --model dlinear --mixer softmax --steps 1 --out ${SEQMIX_CLI_TMP}/ett_x2)
+seqmix_cli_error(ett_lm_model "model lm emits one output per input position; a forecasting task needs model forecaster or dlinear"
+                 train --task ${SEQMIX_ETT_TINY} --model lm --steps 1 --out ${SEQMIX_CLI_TMP}/ett_x3)

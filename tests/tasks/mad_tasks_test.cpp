@@ -1,6 +1,7 @@
 // The remaining MAD generators, MQAR and the argmax toy against the rules of specs/mad.md and the FEM paper.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -301,7 +302,10 @@ TEST(Argmax, WinnersMarginTargetAndIndexAccuracy) {
 }
 
 TEST(TaskRegistry, EveryTaskBuildsSmallAndListsItsDefaults) {
+  const std::string ett_tiny = (std::filesystem::path(__FILE__).parent_path().parent_path() / "data/ett_tiny.csv").string();
   const std::map<std::string, std::string> small = {
+      {"ett", "path=" + ett_tiny + ",input_len=8,horizon=2,train_rows=20,val_rows=5,test_rows=5"},
+      {"text", "path=" + ett_tiny + ",seq_len=8,vocab_size=300,num_test=4"},  // any text file will do
       {"mad.in_context_recall", "num_train=8,num_test=4"},
       {"mad.fuzzy_recall", "num_train=8,num_test=4"},
       {"mad.noisy_recall", "num_train=8,num_test=4"},

@@ -45,6 +45,9 @@ class Task {
   virtual int64_t input_features() const { return 0; }   // > 0 for real-valued inputs
   virtual int64_t output_features() const { return 0; }  // > 0 for real-valued outputs
   virtual int64_t seq_len() const = 0;                   // positions per example
+  // > 0 for forecasts: the model emits [B, output_len, output_features] after reading the whole input,
+  // rather than one output per input position.
+  virtual int64_t output_len() const { return 0; }
 
   // The batch_index-th training batch; the task handles epochs and shuffling, deterministically.
   virtual Batch train_batch(int64_t batch_index, int64_t batch_size) = 0;
