@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
 #include "seqmix/tasks/data_rng.h"
