@@ -1,4 +1,5 @@
-// seqmix bench: times an op (fused and naive) or a mixer, forward and forward+backward. Each case runs in a
+// seqmix bench: times an op (fused and naive), a mixer, or the language model of a text config, forward and
+// forward+backward. Each case runs in a
 // child process (this binary re-executed with --child-case) so that its peak resident memory is its own.
 #include <fcntl.h>
 #include <poll.h>
@@ -28,18 +29,23 @@ namespace {
 
 struct BenchArgs {
   std::string op, model, shape, impl;
+  std::vector<std::string> configs;
   int repeats = 5, warmup = 2, threads = 0;
   bool backward = false, json = false, child_case = false;
 };
 
-// One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option); spec is
-// the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list several).
+// One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option, a config);
+// spec is the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list several),
+// config the run config's path (--config only, possibly several).
 struct PlannedCase {
-  std::string impl, spec, op;
+  std::string impl, spec, op, config;
 };
 
+// What the first case is compared with: the same op or config (the mixer cases share the empty key).
+std::string compared_key(const PlannedCase& c) { return c.op.empty() ? c.config : c.op; }
+
 struct BenchPlan {
-  std::vector<int64_t> shape;  // B,T,H,dk,dv (--op) or B,T,D (--model)
+  std::vector<int64_t> shape;  // B,T,H,dk,dv (--op), B,T,D (--model) or B,T (--config)
   std::vector<PlannedCase> cases;
 };
 
@@ -58,10 +64,11 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 
 std::vector<int64_t> parse_shape(const std::string& text, const BenchArgs& a) {
-  const bool op = !a.op.empty();
-  const size_t rank = op ? 5 : 3;
-  const std::string expected = std::string("--shape expects ") + (op ? "5 positive integers B,T,H,dk,dv for --op"
-                                                                     : "3 positive integers B,T,D for --model");
+  const size_t rank = !a.op.empty() ? 5 : !a.model.empty() ? 3 : 2;
+  const std::string expected = std::string("--shape expects ") +
+                               (rank == 5   ? "5 positive integers B,T,H,dk,dv for --op"
+                                : rank == 3 ? "3 positive integers B,T,D for --model"
+                                            : "2 positive integers B,T for --config");
   std::vector<int64_t> shape;
   try {
     shape = parse_integer_list(text, "--shape");
@@ -113,7 +120,10 @@ std::vector<PlannedCase> model_cases(const std::string& spec_text, const std::st
 }
 
 BenchPlan make_plan(const BenchArgs& a) {
-  if (a.op.empty() == a.model.empty()) throw Error("bench needs exactly one of --op NAME and --model SPEC");
+  if (!a.op.empty() + !a.model.empty() + !a.configs.empty() != 1)
+    throw Error("bench needs exactly one of --op NAME, --model SPEC and --config FILE");
+  if (!a.configs.empty() && !a.impl.empty())
+    throw Error("--impl does not apply to --config; a config's mixer specs choose their impl");
   std::vector<std::string> op_names;
   for (const auto& name : a.op.empty() ? std::vector<std::string>{} : split(a.op, ',')) {
     const auto& ops = bench_op_names();
@@ -131,7 +141,14 @@ BenchPlan make_plan(const BenchArgs& a) {
   plan.shape = parse_shape(a.shape, a);
   if (!a.op.empty()) {
     for (const auto& name : op_names)
-      for (const auto& impl : parse_impls(a.impl.empty() ? "fused,naive" : a.impl)) plan.cases.push_back({impl, "", name});
+      for (const auto& impl : parse_impls(a.impl.empty() ? "fused,naive" : a.impl)) plan.cases.push_back({impl, "", name, ""});
+  } else if (!a.configs.empty()) {
+    for (const auto& path : a.configs) {
+      for (const auto& c : plan.cases)
+        if (c.config == path) throw Error("--config lists '" + path + "' twice");
+      language_model_setup(path);  // a config that is not a text LM fails here, before any case runs
+      plan.cases.push_back({"", "", "", path});
+    }
   } else {
     plan.cases = model_cases(a.model, a.impl);
   }
@@ -147,8 +164,10 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 OpShape op_shape(const std::vector<int64_t>& s) { return {s[0], s[1], s[2], s[3], s[4]}; }
 
 std::string case_name(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
-  return (a.op.empty() ? "mixer " + c.spec : "op " + c.op + " (" + c.impl + ")") + " at shape " +
-         shape_text(plan.shape);
+  const std::string what = !c.op.empty()     ? "op " + c.op + " (" + c.impl + ")"
+                           : !c.config.empty() ? "config " + c.config
+                                               : "mixer " + c.spec;
+  return what + " at shape " + shape_text(plan.shape);
 }
 
 // The child's side: time the one case and print its timings and peak resident memory as one JSON line.
@@ -156,8 +175,9 @@ int run_child_case(const BenchArgs& a, const BenchPlan& plan) {
   if (plan.cases.size() != 1) throw Error("--child-case runs exactly one case");
   const PlannedCase& c = plan.cases.front();
   const auto& s = plan.shape;
-  BenchCase bench_case =
-      a.op.empty() ? make_mixer_case(c.spec, s[0], s[1], s[2]) : make_op_case(c.op, c.impl, op_shape(s));
+  BenchCase bench_case = !c.op.empty()     ? make_op_case(c.op, c.impl, op_shape(s))
+                         : !c.config.empty() ? make_language_model_case(language_model_setup(c.config), s[0], s[1])
+                                             : make_mixer_case(c.spec, s[0], s[1], s[2]);
   const BenchTimes times = time_case(bench_case, {a.warmup, a.repeats, a.backward}, case_name(a, plan, c));
   nlohmann::json j = {{"fwd_ms", times.fwd_ms}, {"peak_mb", peak_resident_mib()}};
   if (times.fwdbwd_ms) j["fwdbwd_ms"] = *times.fwdbwd_ms;
@@ -223,10 +243,12 @@ CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const Pl
   std::vector<std::string> args = {"seqmix", "bench", "--child-case", "--shape", shape_text(plan.shape)};
   args.insert(args.end(), {"--repeats", std::to_string(a.repeats), "--warmup", std::to_string(a.warmup)});
   args.insert(args.end(), {"--threads", std::to_string(a.threads)});
-  if (a.op.empty()) {
-    args.insert(args.end(), {"--model", c.spec});
-  } else {
+  if (!c.op.empty()) {
     args.insert(args.end(), {"--op", c.op, "--impl", c.impl});
+  } else if (!c.config.empty()) {
+    args.insert(args.end(), {"--config", c.config});
+  } else {
+    args.insert(args.end(), {"--model", c.spec});
   }
   if (a.backward) args.push_back("--backward");
   const ChildOutput child = run_self(args);
@@ -287,10 +309,12 @@ void print_json(const BenchArgs& a, const BenchPlan& plan, const std::vector<Cas
     const auto& c = plan.cases[i];
     const auto& t = results[i].times;
     nlohmann::ordered_json j;
-    if (a.op.empty()) {
-      j["model"] = c.spec;
-    } else {
+    if (!c.op.empty()) {
       j["op"] = c.op;
+    } else if (!c.config.empty()) {
+      j["config"] = c.config;
+    } else {
+      j["model"] = c.spec;
     }
     j["impl"] = c.impl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.impl);
     j["shape"] = plan.shape;
@@ -316,15 +340,15 @@ void print_speedup(const std::string& x, double x_ms, const std::string& y, doub
 }
 
 // Ratios measured in this run: fused against naive for each op or mixer timed both ways, and with several
-// ops, the first op against each later one with the same impl ("ela (fused) is 6.1x faster than attention
-// (fused)").
+// ops or configs, the first against each later one with the same impl ("ela (fused) is 6.1x faster than
+// attention (fused)").
 void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
   auto compare = [&](size_t i, size_t j, const std::string& x, const std::string& y) {
     print_speedup(x, results[i].times.fwd_ms, y, results[j].times.fwd_ms, "fwd");
     if (backward) print_speedup(x, *results[i].times.fwdbwd_ms, y, *results[j].times.fwdbwd_ms, "fwd+bwd");
   };
   const auto& cases = plan.cases;
-  const bool several_ops = !cases.empty() && cases.back().op != cases.front().op;
+  const bool several_ops = !cases.empty() && compared_key(cases.back()) != compared_key(cases.front());
   for (size_t i = 0; i < cases.size(); ++i)
     for (size_t j = 0; j < cases.size(); ++j) {
       if (cases[i].op != cases[j].op || cases[i].impl != "fused" || cases[j].impl != "naive") continue;
@@ -333,15 +357,18 @@ void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results,
   if (!several_ops) return;
   for (size_t j = 0; j < cases.size(); ++j)
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (cases[i].op != cases.front().op || cases[j].op == cases.front().op || cases[i].impl != cases[j].impl) continue;
-      compare(i, j, cases[i].op + " (" + cases[i].impl + ")", cases[j].op + " (" + cases[j].impl + ")");
+      const std::string first = compared_key(cases.front());
+      if (compared_key(cases[i]) != first || compared_key(cases[j]) == first || cases[i].impl != cases[j].impl) continue;
+      auto label = [](const PlannedCase& c) { return c.impl.empty() ? compared_key(c) : c.op + " (" + c.impl + ")"; };
+      compare(i, j, label(cases[i]), label(cases[j]));
     }
 }
 
 void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<CaseResult>& results, double ref_gflops) {
   const double tokens = static_cast<double>(plan.shape[0] * plan.shape[1]);
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({a.op.empty() ? "mixer" : "op", "impl", "shape", "fwd ms", "tokens/s", "GFLOP/s"});
+  rows.push_back({!a.op.empty() ? "op" : !a.configs.empty() ? "config" : "mixer", "impl", "shape", "fwd ms", "tokens/s",
+                  "GFLOP/s"});
   if (a.backward) rows.back().insert(rows.back().end(), {"fwd+bwd ms", "tokens/s", "GFLOP/s"});
   rows.back().push_back("peak MiB");
   for (size_t i = 0; i < results.size(); ++i) {
@@ -350,7 +377,8 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
       const std::optional<double> g = gflops(plan, plan.cases[i], factor, ms);
       return g ? fixed(*g, 1) : "-";
     };
-    std::vector<std::string> row = {a.op.empty() ? plan.cases[i].spec : plan.cases[i].op,
+    const auto& c = plan.cases[i];
+    std::vector<std::string> row = {!c.op.empty() ? c.op : !c.config.empty() ? c.config : c.spec,
                                     plan.cases[i].impl.empty() ? "-" : plan.cases[i].impl,
                                     shape_text(plan.shape),
                                     fixed(t.fwd_ms, 3),
@@ -396,13 +424,18 @@ int run_bench(const BenchArgs& a) {
 
 void add_bench_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<BenchArgs>();
-  auto* sub = app.add_subcommand("bench", "time an op (fused vs naive) or a mixer: forward, forward+backward, memory");
+  auto* sub = app.add_subcommand(
+      "bench", "time an op (fused vs naive), a mixer or a text config's language model: forward, forward+backward, memory");
   sub->add_option("--op", a->op, "op, or several separated by commas (the first is compared with the others): " +
                                      join(bench_op_names()));
   sub->add_option("--model", a->model, "mixer spec, e.g. gla:heads=4 (times the mixer on randn [B,T,D])");
+  sub->add_option("--config", a->configs,
+                  "run config of the text task, or several separated by commas (the first is compared with the "
+                  "others): times its language model on random token ids [B,T]")
+      ->delimiter(',');
   sub->add_option("--shape", a->shape,
                   "B,T,H,dk,dv for --op (aft and ssm use C = H*dv channels, ssm N = dk states; aft and lrnn_decay "
-                  "ignore dk), B,T,D for --model");
+                  "ignore dk), B,T,D for --model, B,T for --config");
   sub->add_option("--impl", a->impl,
                   "fused, naive or fused,naive (default: both; for --model, both when the mixer has an impl option)");
   sub->add_flag("--backward", a->backward, "also time forward+backward");

@@ -17,10 +17,15 @@ void add_mad_command(CLI::App& app, Action& action) {
   sub->add_option("--threads", o->threads, "intra-op threads (0 = all hardware threads)");
   sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
   sub->add_flag("--quiet", o->quiet, "no per-step progress");
+  sub->add_option("--max-steps", o->max_steps,
+                  "cap every run at N steps (a smoke test of the command: the table is then not MAD's; 0 = no cap)");
   sub->callback([&action, o] {
     action = [o] {
       const auto rows = run_mad(*o);
       std::printf("\n%s", mad_table_markdown(rows, o->tasks.empty() ? mad_task_names() : o->tasks).c_str());
+      if (o->max_steps > 0)
+        std::printf("\nevery run was capped at --max-steps %lld: a smoke test, not MAD's table\n",
+                    static_cast<long long>(o->max_steps));
       std::printf("\nwritten to %s/mad.md and %s/mad.json\n", o->out_dir.c_str(), o->out_dir.c_str());
       return 0;
     };

@@ -71,7 +71,14 @@ void Config::merge_yaml_text(const std::string& text, const std::string& source)
         std::vector<std::string> items;
         for (const auto& item : value) {
           if (!item.IsScalar()) throw Error(source + ": key '" + key + "' must be a list of strings");
-          items.push_back(item.as<std::string>());
+          const std::string text = item.as<std::string>();
+          // A flow list [fem:prior=gla,heads=4] is three items to YAML; the third, 'heads=4', reaches us
+          // without a name. Say so instead of reporting an unknown mixer 'heads=4'.
+          if (!items.empty() && text.find('=') != std::string::npos && text.find(':') == std::string::npos)
+            throw Error(source + ": item '" + text + "' of '" + key + "' looks like an option of '" + items.back() +
+                        "' that YAML split off at a comma; quote a spec with options: [\"" + items.back() + "," +
+                        text + "\"]");
+          items.push_back(text);
         }
         set(key, join_list(items), source);
       } else if (value.IsScalar()) {

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
 #include "seqmix/io/spec.h"
+#include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/ops/aft.h"
 #include "seqmix/ops/attention.h"
@@ -19,6 +21,8 @@
 #include "seqmix/ops/impl.h"
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/ssm.h"
+#include "seqmix/tasks/task.h"
+#include "seqmix/train/run.h"
 
 namespace seqmix {
 namespace {
@@ -228,6 +232,34 @@ BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length
   Tensors leaves = mixer->parameters();
   leaves.push_back(x);
   return BenchCase([mixer, x] { return Tensors{mixer->forward(x)}; }, std::move(leaves));
+}
+
+LanguageModelSetup language_model_setup(const std::string& config_path) {
+  Config config(run_config_schema());
+  config.merge_yaml_file(config_path);
+  const Options task = component_options(task_infos(), "task", config.text("task"));
+  if (Spec::parse(config.text("task")).name != "text")
+    throw Error(config_path + ": bench --config times language models of the text task, not task '" +
+                Spec::parse(config.text("task")).name + "'");
+  LanguageModelSetup setup;
+  setup.vocab_size = task.integer("vocab_size");
+  const std::string model = config.text("model").empty() ? "lm" : config.text("model");
+  if (Spec::parse(model).name != "lm")
+    throw Error(config_path + ": bench --config times model lm, not '" + Spec::parse(model).name + "'");
+  setup.model_spec = component_options(model_infos(), "model", model).resolved();
+  for (const auto& m : config.list("mixer")) setup.mixers.push_back(resolve_mixer_spec(m));
+  return setup;
+}
+
+BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length) {
+  torch::manual_seed(0);
+  ModelContext context;
+  context.vocab_size = setup.vocab_size;
+  context.seq_len = length;
+  context.mixers = setup.mixers;
+  const SequenceModel model = build_model(setup.model_spec, context);
+  const auto tokens = torch::randint(setup.vocab_size, {batch, length}, torch::kLong);
+  return BenchCase([model, tokens] { return Tensors{model->forward(tokens)}; }, model->parameters());
 }
 
 BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const std::string& what) {

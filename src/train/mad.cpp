@@ -1,5 +1,6 @@
 #include "seqmix/train/mad.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -114,7 +115,8 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
       config.set("task", setting, "mad");
       config.set("mixer", mixer, "mad");
       config.set("seed", std::to_string(o.seed), "mad");
-      config.set("train.steps", std::to_string(plan.epochs * per_epoch), "mad");
+      const int64_t steps = plan.epochs * per_epoch;
+      config.set("train.steps", std::to_string(o.max_steps > 0 ? std::min(steps, o.max_steps) : steps), "mad");
       config.set("train.batch_size", std::to_string(preset.batch_size), "mad");
       config.set("train.lr", format_real(point.lr), "mad");
       config.set("train.min_lr", format_real(preset.min_lr), "mad");
@@ -143,6 +145,12 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
   if (j.is_discarded() || !j.contains("best") || !j["best"].contains("accuracy"))
     throw Error("mad: " + summary_path.string() + " holds no best accuracy");
   return j["best"]["accuracy"].get<double>();
+}
+
+// Said above a table whose runs --max-steps cut short.
+std::string capped_note(const MadOptions& o) {
+  if (o.max_steps <= 0) return "";
+  return "Every run was capped at --max-steps " + std::to_string(o.max_steps) + ": a smoke test, not MAD's table.\n\n";
 }
 
 }  // namespace
@@ -182,6 +190,7 @@ std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vecto
 std::vector<MadRow> run_mad(const MadOptions& o) {
   if (o.mixers.empty()) throw Error("mad: name at least one --mixer");
   if (o.out_dir.empty()) throw Error("mad: --out is required");
+  if (o.max_steps < 0) throw Error("mad: --max-steps must not be negative");
   const MadPreset preset = mad_preset(o.preset);
   std::vector<std::string> tasks = o.tasks.empty() ? mad_task_names() : o.tasks;
   for (const auto& t : tasks) {
@@ -219,6 +228,7 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
 
   nlohmann::ordered_json j;
   j["preset"] = preset.name;
+  if (o.max_steps > 0) j["max_steps"] = o.max_steps;
   j["rows"] = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     nlohmann::ordered_json scores = nlohmann::ordered_json::object();
@@ -231,7 +241,7 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
   const std::string table = mad_table_markdown(rows, tasks);
   write_file_atomically((fs::path(o.out_dir) / "mad.md").string(),
                         "# MAD (" + preset.name + " preset)\n\nTest accuracy of the lowest-test-loss evaluation, best "
-                        "of the lr/wd sweep per setting, mean over each task's settings.\n\n" + table);
+                        "of the lr/wd sweep per setting, mean over each task's settings.\n\n" + capped_note(o) + table);
   return rows;
 }
 

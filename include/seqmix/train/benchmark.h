@@ -45,6 +45,20 @@ BenchCase make_op_case(const std::string& op, const std::string& impl, const OpS
 // A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs.
 BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim);
 
+// What `seqmix bench --config` times: the language model of a run config of the text task.
+struct LanguageModelSetup {
+  std::string model_spec;           // resolved lm spec
+  std::vector<std::string> mixers;  // resolved mixer specs
+  int64_t vocab_size = 0;           // the text task's vocab_size option
+};
+// Reads the config's task, model and mixer keys; throws Error naming the file when its task is not text or
+// its model not lm.
+LanguageModelSetup language_model_setup(const std::string& config_path);
+// The model (seed 0) on random token ids [batch, length]; the output is the logits [batch, length, vocab].
+// Its parameters are the leaves (token ids take no gradient), so forward+backward is a training step
+// without the optimizer update.
+BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length);
+
 struct BenchSettings {
   int warmup = 2;
   int repeats = 5;

@@ -50,6 +50,7 @@ struct MadOptions {
   int threads = 0;
   uint64_t seed = 12345;
   bool quiet = false;
+  int64_t max_steps = 0;  // > 0: cap every run at this many steps (a smoke test; the table is then not MAD's)
 };
 
 // Trains every mixer on every task of the preset (runs already finished in out_dir are reused), prints

@@ -1,0 +1,47 @@
+# Smoke versions of the commands in docs/results.md, a few steps each, so that none of them rots:
+# - every config under configs/ trains 2 steps of batch 2 (text and ett configs on the embedded tiny data,
+#   so CI needs no data files; their model, mixer and training keys are the config's own);
+# - seqmix bench --config times the LM configs' models at a tiny shape;
+# - seqmix mad runs its table command with every run capped at one step.
+# Needs SEQMIX_CLI_TMP, SEQMIX_ETT_TINY and tiny.txt from cli_tests.cmake.
+set(SEQMIX_SMOKE_CONFIG ${CMAKE_CURRENT_SOURCE_DIR}/cli/smoke_config.sh)
+file(GLOB_RECURSE SEQMIX_RESULT_CONFIGS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/configs/*.yaml)
+list(SORT SEQMIX_RESULT_CONFIGS)
+foreach(config ${SEQMIX_RESULT_CONFIGS})
+  file(READ ${PROJECT_SOURCE_DIR}/${config} content)
+  string(REGEX REPLACE "^configs/(.*)\\.yaml$" "\\1" name ${config})
+  string(REPLACE "/" "." name ${name})
+  set(task_override)
+  if(content MATCHES "\ntask: text")
+    set(task_override --set task=text:path=${SEQMIX_CLI_TMP}/tiny.txt,seq_len=32,vocab_size=300)
+  elseif(content MATCHES "\ntask: ett")
+    set(task_override --set task=${SEQMIX_ETT_TINY})
+  elseif(content MATCHES "\ntask: argmax")
+    set(task_override --set task=argmax:seq_len=16,dim=32)
+  endif()
+  add_test(NAME results.config.${name}
+           COMMAND ${SEQMIX_SMOKE_CONFIG} $<TARGET_FILE:seqmix> ${PROJECT_SOURCE_DIR}/${config}
+                   ${SEQMIX_CLI_TMP}/results/${name} ${task_override} --steps 2 --set train.batch_size=2
+                   --set train.eval_every=2 --set train.warmup=0 --threads 1)
+  set_tests_properties(results.config.${name} PROPERTIES LABELS fast TIMEOUT 300
+    PASS_REGULAR_EXPRESSION "final [a-z_]+ [0-9.]+ \\(best [0-9.]+ at step 2\\) after 2 steps")
+endforeach()
+
+file(GLOB SEQMIX_LM_CONFIGS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/configs/lm/*.yaml)
+list(SORT SEQMIX_LM_CONFIGS)
+string(REPLACE ";" "," SEQMIX_LM_CONFIG_LIST "${SEQMIX_LM_CONFIGS}")
+add_test(NAME results.bench_lm_configs COMMAND $<TARGET_FILE:seqmix> bench --config ${SEQMIX_LM_CONFIG_LIST}
+         --shape 1,16 --backward --repeats 1 --warmup 0 --threads 1)
+set_tests_properties(results.bench_lm_configs PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "ela_gpt.yaml +- +1,16 .*nagmha.yaml +- +1,16 .*ela_gpt.yaml is [0-9.]+x (faster|slower) than .*nagmha.yaml \\(fwd\\+bwd\\)")
+seqmix_cli_error(bench_config_not_text "etth1_softmax.yaml: bench --config times language models of the text task, not task 'ett'"
+                 bench --config ${PROJECT_SOURCE_DIR}/configs/ett/etth1_softmax.yaml --shape 1,16)
+seqmix_cli_error(bench_config_shape "--shape expects 2 positive integers B,T for --config, got '1,16,4'"
+                 bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --shape 1,16,4)
+seqmix_cli_error(bench_config_impl "--impl does not apply to --config"
+                 bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --impl fused --shape 1,16)
+
+add_test(NAME results.mad_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/results/mad && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.in_context_recall --mixer softmax --mixer fem:prior=softmax,flags=LT --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad")
+set_tests_properties(results.mad_capped PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=LT` \\| [0-9.]+ \\| [0-9.]+ \\|.*capped at --max-steps 1: a smoke test")
