@@ -1,17 +1,12 @@
 // seqmix eval: re-evaluates a run's checkpoint on its task's test set.
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "seqmix/io/config.h"
-#include "seqmix/io/error.h"
-#include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix::cli {
-namespace fs = std::filesystem;
 
 void add_eval_command(CLI::App& app, Action& action) {
   struct Args {
@@ -28,23 +23,16 @@ void add_eval_command(CLI::App& app, Action& action) {
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
   sub->callback([&action, a] {
     action = [a] {
-      const fs::path cfg = fs::path(a->run) / "config.yaml";
-      if (!fs::exists(cfg)) throw Error("run directory " + a->run + " has no config.yaml");
-      Config config(run_config_schema());
-      config.merge_yaml_file(cfg.string());
-      config.set("threads", std::to_string(a->threads), "command line");
-      Run run = build_run(config, "");
-      TrainerState state;
-      if (!load_checkpoint(a->run, *run.model, nullptr, state, a->step))
-        throw Error("run directory " + a->run + " has no checkpoint");
+      int64_t step = 0;
+      Run run = load_run(a->run, a->threads, a->step, step);
       const Metrics m = evaluate(*run.model, *run.task);
       if (a->json) {
-        nlohmann::json j = {{"run", a->run}, {"step", state.step}};
+        nlohmann::json j = {{"run", a->run}, {"step", step}};
         for (const auto& [k, v] : m) j[k] = v;
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("run %s, checkpoint at step %lld, test set of %lld examples\n", a->run.c_str(),
-                    static_cast<long long>(state.step), static_cast<long long>(run.task->test_set().size()));
+                    static_cast<long long>(step), static_cast<long long>(run.task->test_set().size()));
         for (const auto& [k, v] : m) std::printf("  %-16s %.6f\n", k.c_str(), v);
       }
       return 0;

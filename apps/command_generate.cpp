@@ -2,19 +2,15 @@
 // through the mixers' recurrent states.
 #include <torch/torch.h>
 
-#include <filesystem>
 
 #include "commands.h"
 #include "seqmix/io/atomic_file.h"
-#include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
 #include "seqmix/models/language_model.h"
 #include "seqmix/tasks/text_lm.h"
-#include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix::cli {
-namespace fs = std::filesystem;
 namespace {
 
 struct GenerateArgs {
@@ -30,18 +26,12 @@ int run_generate(const GenerateArgs& a) {
   if (a.samples < 1) throw Error("--samples must be >= 1");
   if (a.temperature < 0) throw Error("--temperature must be >= 0 (0 = greedy)");
   if (a.top_k < 0) throw Error("--top-k must be >= 0 (0 = the whole vocabulary)");
-  const fs::path cfg = fs::path(a.run) / "config.yaml";
-  if (!fs::exists(cfg)) throw Error("run directory " + a.run + " has no config.yaml");
-  Config config(run_config_schema());
-  config.merge_yaml_file(cfg.string());
-  config.set("threads", std::to_string(a.threads), "command line");
-  Run run = build_run(config, "");
+  int64_t step = 0;
+  Run run = load_run(a.run, a.threads, a.step, step);
   const auto* text = dynamic_cast<const TextTask*>(run.task.get());
   if (!text) throw Error("generate needs a run of the text task; " + a.run + " trained on " + run.task->name());
   auto model = std::dynamic_pointer_cast<LanguageModelImpl>(run.model);
   if (!model) throw Error("generate needs an lm model; " + a.run + " holds " + run.model_spec);
-  TrainerState state;
-  if (!load_checkpoint(a.run, *model, nullptr, state, a.step)) throw Error("run directory " + a.run + " has no checkpoint");
   model->eval();
 
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
@@ -57,7 +47,7 @@ int run_generate(const GenerateArgs& a) {
     auto row = out[s].contiguous();
     std::vector<int64_t> all(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
     if (a.samples > 1) std::printf("--- sample %lld (checkpoint step %lld)\n", static_cast<long long>(s + 1),
-                                   static_cast<long long>(state.step));
+                                   static_cast<long long>(step));
     std::printf("%s\n", text->tokenizer().decode(all).c_str());
   }
   return 0;

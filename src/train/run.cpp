@@ -2,10 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
+
 #include "seqmix/io/error.h"
 #include "seqmix/io/runtime.h"
 #include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
+#include "seqmix/train/checkpoint.h"
 
 namespace seqmix {
 
@@ -91,6 +94,29 @@ Run build_run(Config& config, const std::string& out_dir) {
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
   t.description["mixer"] = config.text("mixer");
+  return run;
+}
+
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded) {
+  namespace fs = std::filesystem;
+  const fs::path config_path = fs::path(run_dir) / "config.yaml";
+  if (!fs::exists(config_path)) throw Error("run directory " + run_dir + " has no config.yaml");
+  Config config(run_config_schema());
+  config.merge_yaml_file(config_path.string());
+  config.set("threads", std::to_string(threads), "command line");
+  // A text run trained its tokenizer and saved it (Task::artifacts); reading it back gives the same pieces
+  // without the training pass.
+  const fs::path tokenizer = fs::path(run_dir) / "tokenizer.model";
+  Spec task = Spec::parse(config.text("task"));
+  if (task.name == "text" && fs::exists(tokenizer)) {
+    for (auto& [key, value] : task.options)
+      if (key == "tokenizer" && value.empty()) value = tokenizer.string();
+    config.set("task", task.str(), config_path.string());
+  }
+  Run run = build_run(config, "");
+  TrainerState state;
+  if (!load_checkpoint(run_dir, *run.model, nullptr, state, step)) throw Error("run directory " + run_dir + " has no checkpoint");
+  step_loaded = state.step;
   return run;
 }
 

@@ -27,4 +27,10 @@ struct Run {
 // config.to_yaml() is the complete, reproducible description.
 Run build_run(Config& config, const std::string& out_dir);
 
+// The run a run directory holds, for eval and generate: its config.yaml with `threads` replaced, and the
+// model with the weights of its checkpoint at `step` (-1 = the latest); `step_loaded` gets that step.
+// A text run reads the tokenizer.model it saved instead of training the BPE again. Throws Error when the
+// directory has no config.yaml or no checkpoint.
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded);
+
 }  // namespace seqmix
