@@ -17,6 +17,8 @@ void add_mad_command(CLI::App& app, Action& action) {
   sub->add_option("--threads", o->threads, "intra-op threads (0 = all hardware threads)");
   sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
   sub->add_flag("--quiet", o->quiet, "no per-step progress");
+  sub->add_option("--residual", o->residual,
+                  "residual scheme of every run's backbone, e.g. momentum (MomenMHA blocks) or nesterov (NagMHA)");
   sub->add_option("--max-steps", o->max_steps,
                   "cap every run at N steps (a smoke test of the command: the table is then not MAD's; 0 = no cap)");
   sub->callback([&action, o] {

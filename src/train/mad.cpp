@@ -114,6 +114,11 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
       const int64_t per_epoch = (num_train + preset.batch_size - 1) / preset.batch_size;
       config.set("task", setting, "mad");
       config.set("mixer", mixer, "mad");
+      if (!o.residual.empty()) {  // the task's own backbone (lm, or compression's autoencoder) with that residual
+        Spec model = Spec::parse(build_task(setting)->default_model());
+        model.options.emplace_back("residual", o.residual);
+        config.set("model", model.str(), "mad");
+      }
       config.set("seed", std::to_string(o.seed), "mad");
       const int64_t steps = plan.epochs * per_epoch;
       config.set("train.steps", std::to_string(o.max_steps > 0 ? std::min(steps, o.max_steps) : steps), "mad");
@@ -199,19 +204,24 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
     if (!known) throw Error("mad: unknown MAD task '" + t + "'; valid tasks: mad.in_context_recall, mad.fuzzy_recall, "
                             "mad.noisy_recall, mad.selective_copy, mad.compression, mad.memorization");
   }
+  // A run directory is reused only by the same run: the residual joins the mixer's folder, and a seed other
+  // than MAD's or a step cap marks the run's own folder.
+  const std::string run_suffix = (o.seed != MadOptions{}.seed ? "-seed" + std::to_string(o.seed) : "") +
+                                 (o.max_steps > 0 ? "-cap" + std::to_string(o.max_steps) : "");
   std::vector<MadRow> rows;
   for (const auto& mixer : o.mixers) {
     MadRow row;
-    row.mixer = mixer;
+    row.mixer = o.residual.empty() ? mixer : mixer + " with residual=" + o.residual;
+    const std::string mixer_dir = slug(o.residual.empty() ? mixer : mixer + "|residual=" + o.residual);
     for (const auto& plan : preset.tasks) {
       if (std::find(tasks.begin(), tasks.end(), plan.task) == tasks.end()) continue;
       double total = 0;
       for (size_t s = 0; s < plan.settings.size(); ++s) {
         double best = 0;
         for (const auto& point : preset.sweep) {
-          const fs::path dir = fs::path(o.out_dir) / slug(mixer) / plan.task /
+          const fs::path dir = fs::path(o.out_dir) / mixer_dir / plan.task /
                                ("setting" + std::to_string(s) + "-lr" + format_real(point.lr) + "-wd" +
-                                format_real(point.weight_decay));
+                                format_real(point.weight_decay) + run_suffix);
           if (!o.quiet) std::printf("mad: %s on %s (lr %g, wd %g)\n", mixer.c_str(), plan.settings[s].c_str(), point.lr,
                                     point.weight_decay);
           best = std::max(best, mad_run(o, preset, plan, plan.settings[s], point, mixer, dir));

@@ -45,3 +45,10 @@ add_test(NAME results.mad_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.in_context_recall --mixer softmax --mixer fem:prior=softmax,flags=LT --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad")
 set_tests_properties(results.mad_capped PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=LT` \\| [0-9.]+ \\| [0-9.]+ \\|.*capped at --max-steps 1: a smoke test")
+add_test(NAME results.mad_capped_residual COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/results/mad_residual && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --residual nesterov --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_residual")
+set_tests_properties(results.mad_capped_residual PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "\\| `softmax with residual=nesterov` \\| [0-9.]+ \\| [0-9.]+ \\|")
+seqmix_cli_error(mad_unknown_residual "unknown residual scheme 'bogus'; valid residual schemes: prenorm"
+                 mad --preset cpu --task mad.compression --mixer softmax --residual bogus --max-steps 1 --quiet
+                 --out ${SEQMIX_CLI_TMP}/results/mad_bogus)

@@ -51,6 +51,7 @@ struct MadOptions {
   uint64_t seed = 12345;
   bool quiet = false;
   int64_t max_steps = 0;  // > 0: cap every run at this many steps (a smoke test; the table is then not MAD's)
+  std::string residual;   // residual scheme of every run's backbone (e.g. momentum: MomenMHA blocks); "" = its default
 };
 
 // Trains every mixer on every task of the preset (runs already finished in out_dir are reused), prints
