@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/fault_injection.h"
 
 namespace seqmix {
 namespace {
@@ -35,22 +36,26 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   const int fd = ::mkstemp(name.data());
   if (fd < 0) throw Error("cannot create a temporary file next to " + path + ": " + errno_text());
   const std::string tmp(name.data());
+  std::error_code ec;
+  const std::string kept = std::filesystem::exists(target, ec) ? "; the previous version is kept" : "; nothing was written";
+  const size_t allowed = fault::bytes_allowed(content.size());  // content.size() unless a fault is injected
   size_t written = 0;
   while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    const ssize_t n = written < allowed ? ::write(fd, content.data() + written, allowed - written) : -1;
+    if (n < 0 && written >= allowed) fault::after_partial_write();
     if (n < 0) {
       if (errno == EINTR) continue;
       const std::string why = errno_text();
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cannot write " + path + ": " + why + "; the previous file is kept");
+      throw Error("cannot write " + path + ": " + why + kept);
     }
     written += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string why = errno_text();
     ::unlink(tmp.c_str());
-    throw Error("cannot flush " + path + ": " + why + "; the previous file is kept");
+    throw Error("cannot flush " + path + ": " + why + kept);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = errno_text();
@@ -58,6 +63,21 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     throw Error("cannot move " + tmp + " to " + path + ": " + why);
   }
   fsync_directory(dir);
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t tag = name.rfind(".tmp-");
+    // The template of write_file_atomically: "." + name + ".tmp-" + six characters from mkstemp.
+    if (name.size() > 1 && name[0] == '.' && tag != std::string::npos && name.size() == tag + 11 &&
+        entry.is_regular_file(ec) && std::filesystem::remove(entry.path(), ec))
+      ++removed;
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

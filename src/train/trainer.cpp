@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -85,9 +86,13 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   auto optimizer = make_adamw(model, config.optimizer);
   TrainerState state;
   if (config.resume) {
-    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state))
-      throw Error("run " + config.out_dir + " has no checkpoint to resume from");
+    // A run stopped before its first checkpoint starts again from step 0: its weights come from the seed
+    // and its batches from the step, so that is the same run.
+    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state) && !config.quiet)
+      std::printf("run %s has no checkpoint yet: starting again from step 0\n", config.out_dir.c_str());
     truncate_metrics_log(metrics_path, state.step);
+    remove_stale_temporaries(config.out_dir);  // the files of writes a kill cut short
+    remove_stale_temporaries((run_dir / "checkpoints").string());
   }
 
   std::ofstream metrics_log;

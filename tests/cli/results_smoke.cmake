@@ -1,10 +1,14 @@
 # Smoke versions of the commands in docs/results.md, a few steps each, so that none of them rots:
-# - every config under configs/ trains 2 steps of batch 2 (text and ett configs on the embedded tiny data,
-#   so CI needs no data files; their model, mixer and training keys are the config's own);
+# - every config under configs/ trains 2 steps of batch 2 (text and ett configs on embedded tiny data, so
+#   CI needs no data files; their model, mixer and training keys are the config's own, and a text config
+#   keeps its seq_len, which sizes mixers such as HyperGLU);
 # - seqmix bench --config times the LM configs' models at a tiny shape;
 # - seqmix mad runs its table command with every run capped at one step.
 # Needs SEQMIX_CLI_TMP, SEQMIX_ETT_TINY and tiny.txt from cli_tests.cmake.
 set(SEQMIX_SMOKE_CONFIG ${CMAKE_CURRENT_SOURCE_DIR}/cli/smoke_config.sh)
+string(REPEAT "Romeo: the night is come, and Juliet is the sun.\nJuliet: O Romeo, wherefore art thou Romeo?\n" 400
+       SEQMIX_SMOKE_TEXT)
+file(WRITE ${SEQMIX_CLI_TMP}/smoke.txt "${SEQMIX_SMOKE_TEXT}")
 file(GLOB_RECURSE SEQMIX_RESULT_CONFIGS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/configs/*.yaml)
 list(SORT SEQMIX_RESULT_CONFIGS)
 foreach(config ${SEQMIX_RESULT_CONFIGS})
@@ -12,8 +16,9 @@ foreach(config ${SEQMIX_RESULT_CONFIGS})
   string(REGEX REPLACE "^configs/(.*)\\.yaml$" "\\1" name ${config})
   string(REPLACE "/" "." name ${name})
   set(task_override)
-  if(content MATCHES "\ntask: text")
-    set(task_override --set task=text:path=${SEQMIX_CLI_TMP}/tiny.txt,seq_len=32,vocab_size=300)
+  if(content MATCHES "\ntask: (text[^\n]*)")
+    string(REGEX REPLACE "vocab_size=[0-9]+" "vocab_size=300" text_task "${CMAKE_MATCH_1}")
+    set(task_override --set task=${text_task},path=${SEQMIX_CLI_TMP}/smoke.txt)
   elseif(content MATCHES "\ntask: ett")
     set(task_override --set task=${SEQMIX_ETT_TINY})
   elseif(content MATCHES "\ntask: argmax")

@@ -7,6 +7,9 @@
 namespace seqmix {
 
 void write_file_atomically(const std::string& path, const std::string& content);
+// Removes the temporary files ".NAME.tmp-XXXXXX" that writes killed midway left in dir (not recursive);
+// returns how many. Only for a directory no other process is writing to.
+int remove_stale_temporaries(const std::string& dir);
 std::string read_file(const std::string& path);  // throws Error if unreadable
 
 }  // namespace seqmix
