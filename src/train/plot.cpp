@@ -44,7 +44,8 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
     if (!fs::exists(log)) throw Error("plot: " + log.string() + " does not exist");
     const std::string name = run.filename().empty() ? run.parent_path().filename().string() : run.filename().string();
     const std::string m = metric.empty() ? primary_metric(run) : metric;
-    metric_label += (r ? ", " : "") + m;
+    if ((", " + metric_label + ", ").find(", " + m + ", ") == std::string::npos)  // each metric named once
+      metric_label += (metric_label.empty() ? "" : ", ") + m;
     std::ofstream train(tmp / ("train" + std::to_string(r) + ".dat")), test(tmp / ("test" + std::to_string(r) + ".dat"));
     std::istringstream in(read_file(log.string()));
     std::string line;

@@ -3,7 +3,7 @@
 #   CI needs no data files; their model, mixer and training keys are the config's own, and a text config
 #   keeps its seq_len, which sizes mixers such as HyperGLU);
 # - seqmix bench --config times the LM configs' models at a tiny shape;
-# - seqmix mad runs its table command with every run capped at one step.
+# - scripts/mad_table.sh (seqmix mad) runs its table with every run capped at one step.
 # Needs SEQMIX_CLI_TMP, SEQMIX_ETT_TINY and tiny.txt from cli_tests.cmake.
 set(SEQMIX_SMOKE_CONFIG ${CMAKE_CURRENT_SOURCE_DIR}/cli/smoke_config.sh)
 string(REPEAT "Romeo: the night is come, and Juliet is the sun.\nJuliet: O Romeo, wherefore art thou Romeo?\n" 400
@@ -46,10 +46,11 @@ seqmix_cli_error(bench_config_shape "--shape expects 2 positive integers B,T for
 seqmix_cli_error(bench_config_impl "--impl does not apply to --config"
                  bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --impl fused --shape 1,16)
 
-add_test(NAME results.mad_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
-         "rm -rf ${SEQMIX_CLI_TMP}/results/mad && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.in_context_recall --mixer softmax --mixer fem:prior=softmax,flags=LT --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad")
-set_tests_properties(results.mad_capped PROPERTIES LABELS fast TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=LT` \\| [0-9.]+ \\| [0-9.]+ \\|.*capped at --max-steps 1: a smoke test")
+# The MAD table script with every row, each run capped at one step of one task.
+add_test(NAME results.mad_table_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/results/mad && exec ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh ${SEQMIX_CLI_TMP}/results/mad --preset cpu --task mad.in_context_recall --max-steps 1 --threads 1 --quiet")
+set_tests_properties(results.mad_table_capped PROPERTIES LABELS fast TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=` \\| [0-9.]+ \\| [0-9.]+ \\|.*`ela:kernel=sum_sq_euclidean` \\| [0-9.]+.*capped at --max-steps 1: a smoke test.*`softmax with residual=momentum`.*`softmax with residual=nesterov`")
 add_test(NAME results.mad_capped_residual COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad_residual && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --residual nesterov --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_residual")
 set_tests_properties(results.mad_capped_residual PROPERTIES LABELS fast TIMEOUT 300

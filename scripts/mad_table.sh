@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The MAD table of docs/results.md (FEM Table 1, HyperMLP Table 1, the energy paper's MAD rows): every mixer
+# row, then MomenMHA and NagMHA (softmax attention in momentum and Nesterov residual blocks).
+# Usage: scripts/mad_table.sh OUT_DIR [seqmix mad options: --preset paper, --threads N, --task T, --max-steps N, ...]
+# Finished runs in OUT_DIR are reused, so an interrupted table continues where it stopped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/mad_table.sh OUT_DIR [seqmix mad options]}
+shift
+mixers=(
+  softmax                                  # S
+  "hypermlp:variant=S-pc"                  # S-pc
+  relu                                     # R
+  "hypermlp:variant=R-pc"                  # R-pc
+  "fem:prior=softmax"                      # FEM-SM (flags CLTG)
+  "fem:prior=softmax,flags=CLT"            # FEM-SM -G
+  "fem:prior=softmax,flags=CL"             # -G,T
+  "fem:prior=softmax,flags=C"              # -G,T,L
+  "fem:prior=softmax,flags="               # -G,T,L,C
+  "fem:prior=gla"                          # FEM-GLA
+  "hypermlp:variant=R-cg-q-12o,mix_rank=8" # HyperMLP (mix_rank 8 leaves QK rank at 128 wide, 64 long)
+  "hyperglu:variant=G-cg-q-12o,mix_rank=8" # HyperGLU
+  "hypermlp:variant=R-12!"                 # lag ablation: forward layout
+  "hypermlp:variant=R-12o!"                #               lag layout
+  "ela:kernel=hadamard_exp"                # ELA, Hadamard Exp kernel
+  "ela:kernel=sum_sq_euclidean"            # ELA, summation kernel ||q+k||^2
+)
+args=()
+for m in "${mixers[@]}"; do args+=(--mixer "$m"); done
+./build/seqmix mad "${args[@]}" --out "$out/mixers" "$@"
+./build/seqmix mad --mixer softmax --residual momentum --out "$out/momenmha" "$@"
+./build/seqmix mad --mixer softmax --residual nesterov --out "$out/nagmha" "$@"
