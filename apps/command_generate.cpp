@@ -2,7 +2,6 @@
 // through the mixers' recurrent states.
 #include <torch/torch.h>
 
-
 #include "commands.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"

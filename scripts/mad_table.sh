@@ -3,10 +3,12 @@
 # row, then MomenMHA and NagMHA (softmax attention in momentum and Nesterov residual blocks).
 # Usage: scripts/mad_table.sh OUT_DIR [seqmix mad options: --preset paper, --threads N, --task T, --max-steps N, ...]
 # Finished runs in OUT_DIR are reused, so an interrupted table continues where it stopped.
+# SEQMIX names the binary (default: build/seqmix of this checkout).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/mad_table.sh OUT_DIR [seqmix mad options]}
 shift
+seqmix=${SEQMIX:-$(dirname "$0")/../build/seqmix}
+[ -x "$seqmix" ] || { echo "mad_table: $seqmix is missing; build first (scripts/test.sh builds)" >&2; exit 1; }
 mixers=(
   softmax                                  # S
   "hypermlp:variant=S-pc"                  # S-pc
@@ -27,6 +29,6 @@ mixers=(
 )
 args=()
 for m in "${mixers[@]}"; do args+=(--mixer "$m"); done
-./build/seqmix mad "${args[@]}" --out "$out/mixers" "$@"
-./build/seqmix mad --mixer softmax --residual momentum --out "$out/momenmha" "$@"
-./build/seqmix mad --mixer softmax --residual nesterov --out "$out/nagmha" "$@"
+"$seqmix" mad "${args[@]}" --out "$out/mixers" "$@"
+"$seqmix" mad --mixer softmax --residual momentum --out "$out/momenmha" "$@"
+"$seqmix" mad --mixer softmax --residual nesterov --out "$out/nagmha" "$@"

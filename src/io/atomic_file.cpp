@@ -37,7 +37,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   if (fd < 0) throw Error("cannot create a temporary file next to " + path + ": " + errno_text());
   const std::string tmp(name.data());
   std::error_code ec;
-  const std::string kept = std::filesystem::exists(target, ec) ? "; the previous version is kept" : "; nothing was written";
+  const std::string kept = std::filesystem::exists(target, ec) ? "; the previous version is kept" : "; the file was not created";
   const size_t allowed = fault::bytes_allowed(content.size());  // content.size() unless a fault is injected
   size_t written = 0;
   while (written < content.size()) {
@@ -52,8 +52,11 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = errno_text();
+  const bool synced = ::fsync(fd) == 0;
+  const std::string sync_error = synced ? "" : errno_text();
+  const bool closed = ::close(fd) == 0;  // closed even when fsync failed
+  if (!synced || !closed) {
+    const std::string why = synced ? errno_text() : sync_error;
     ::unlink(tmp.c_str());
     throw Error("cannot flush " + path + ": " + why + kept);
   }

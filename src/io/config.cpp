@@ -71,14 +71,21 @@ void Config::merge_yaml_text(const std::string& text, const std::string& source)
         std::vector<std::string> items;
         for (const auto& item : value) {
           if (!item.IsScalar()) throw Error(source + ": key '" + key + "' must be a list of strings");
-          const std::string text = item.as<std::string>();
-          // A flow list [fem:prior=gla,heads=4] is three items to YAML; the third, 'heads=4', reaches us
-          // without a name. Say so instead of reporting an unknown mixer 'heads=4'.
-          if (!items.empty() && text.find('=') != std::string::npos && text.find(':') == std::string::npos)
-            throw Error(source + ": item '" + text + "' of '" + key + "' looks like an option of '" + items.back() +
-                        "' that YAML split off at a comma; quote a spec with options: [\"" + items.back() + "," +
-                        text + "\"]");
-          items.push_back(text);
+          items.push_back(item.as<std::string>());
+        }
+        // YAML splits a flow list [fem:prior=softmax,flags=LT,heads=4] at every comma, so the options after
+        // the first reach us as items of their own ('flags=LT', 'heads=4'): name=value with no spec name
+        // before the '='. Say so, with the whole spec quoted, instead of reporting an unknown mixer.
+        auto split_off = [](const std::string& item) {
+          const size_t eq = item.find('=');
+          return eq != std::string::npos && item.find(':') > eq;
+        };
+        for (size_t i = 1; i < items.size(); ++i) {
+          if (!split_off(items[i]) || split_off(items[i - 1])) continue;
+          std::string whole = items[i - 1];
+          for (size_t j = i; j < items.size() && split_off(items[j]); ++j) whole += "," + items[j];
+          throw Error(source + ": item '" + items[i] + "' of '" + key + "' looks like an option of '" + items[i - 1] +
+                      "' that YAML split off at a comma; quote a spec with options: [\"" + whole + "\"]");
         }
         set(key, join_list(items), source);
       } else if (value.IsScalar()) {

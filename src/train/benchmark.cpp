@@ -243,6 +243,7 @@ LanguageModelSetup language_model_setup(const std::string& config_path) {
                 Spec::parse(config.text("task")).name + "'");
   LanguageModelSetup setup;
   setup.vocab_size = task.integer("vocab_size");
+  setup.seq_len = task.integer("seq_len");
   const std::string model = config.text("model").empty() ? "lm" : config.text("model");
   if (Spec::parse(model).name != "lm")
     throw Error(config_path + ": bench --config times model lm, not '" + Spec::parse(model).name + "'");
@@ -252,10 +253,13 @@ LanguageModelSetup language_model_setup(const std::string& config_path) {
 }
 
 BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length) {
+  if (length > setup.seq_len)
+    throw Error("--shape T=" + std::to_string(length) + " is longer than the config's seq_len " +
+                std::to_string(setup.seq_len) + ", which sizes its model");
   torch::manual_seed(0);
   ModelContext context;
   context.vocab_size = setup.vocab_size;
-  context.seq_len = length;
+  context.seq_len = setup.seq_len;  // the config's model (HyperGLU's mixing and learned positions depend on it)
   context.mixers = setup.mixers;
   const SequenceModel model = build_model(setup.model_spec, context);
   const auto tokens = torch::randint(setup.vocab_size, {batch, length}, torch::kLong);

@@ -11,7 +11,7 @@
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
 #include "seqmix/tasks/task.h"
-#include "seqmix/train/checkpoint.h"
+#include "seqmix/train/checkpoint.h"  // fnv1a64
 #include "seqmix/train/run.h"
 
 namespace seqmix {
@@ -106,7 +106,9 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
   const fs::path summary_path = dir / "summary.json";
   if (!fs::exists(summary_path)) {
     Config config(run_config_schema());
-    const bool resume = fs::exists(dir / "config.yaml") && !list_checkpoints(dir.string()).empty();
+    // A run stopped before its first checkpoint resumes too: the trainer starts it again from step 0 and
+    // drops the log lines and temporary files it left.
+    const bool resume = fs::exists(dir / "config.yaml");
     if (resume) {
       config.merge_yaml_file((dir / "config.yaml").string());
     } else {

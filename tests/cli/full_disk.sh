@@ -22,7 +22,7 @@ SEQMIX_FAULT_DISK_BYTES=$room "$seqmix" "${args[@]}" --out "$run" >/dev/null 2>"
 status=$?
 [ "$status" -ne 0 ] && [ "$status" -lt 128 ] || { echo "expected a clean non-zero exit, got $status"; exit 1; }
 [ "$(grep -c . "$work/err")" -eq 1 ] || { echo "expected one line on stderr:"; cat "$work/err"; exit 1; }
-grep -q "cannot write .*step-00000010.safetensors: No space left on device; nothing was written" "$work/err" ||
+grep -q "cannot write .*step-00000010.safetensors: No space left on device; the file was not created" "$work/err" ||
   { echo "unexpected message: $(cat "$work/err")"; exit 1; }
 latest=$(ls "$run/checkpoints" | grep '\.json$' | tail -1)
 [ "$latest" = "step-00000005.json" ] || { echo "latest checkpoint is '$latest', not step 5"; exit 1; }

@@ -23,7 +23,11 @@ foreach(config ${SEQMIX_RESULT_CONFIGS})
     set(task_override --set task=${SEQMIX_ETT_TINY})
   elseif(content MATCHES "\ntask: argmax")
     set(task_override --set task=argmax:seq_len=16,dim=32)
+  else()
+    message(FATAL_ERROR "${config}: no smoke rule for its task line; add one in ${CMAKE_CURRENT_LIST_FILE}")
   endif()
+  # Re-read the config when it changes (its task line picks the override).
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${config})
   add_test(NAME results.config.${name}
            COMMAND ${SEQMIX_SMOKE_CONFIG} $<TARGET_FILE:seqmix> ${PROJECT_SOURCE_DIR}/${config}
                    ${SEQMIX_CLI_TMP}/results/${name} ${task_override} --steps 2 --set train.batch_size=2
@@ -43,12 +47,14 @@ seqmix_cli_error(bench_config_not_text "etth1_softmax.yaml: bench --config times
                  bench --config ${PROJECT_SOURCE_DIR}/configs/ett/etth1_softmax.yaml --shape 1,16)
 seqmix_cli_error(bench_config_shape "--shape expects 2 positive integers B,T for --config, got '1,16,4'"
                  bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --shape 1,16,4)
+seqmix_cli_error(bench_config_too_long "--shape T=512 is longer than the config's seq_len 256, which sizes its model"
+                 bench --config ${PROJECT_SOURCE_DIR}/configs/lm/hyperglu.yaml --shape 1,512)
 seqmix_cli_error(bench_config_impl "--impl does not apply to --config"
                  bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --impl fused --shape 1,16)
 
 # The MAD table script with every row, each run capped at one step of one task.
 add_test(NAME results.mad_table_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
-         "rm -rf ${SEQMIX_CLI_TMP}/results/mad && exec ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh ${SEQMIX_CLI_TMP}/results/mad --preset cpu --task mad.in_context_recall --max-steps 1 --threads 1 --quiet")
+         "rm -rf ${SEQMIX_CLI_TMP}/results/mad && SEQMIX=$<TARGET_FILE:seqmix> exec ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh ${SEQMIX_CLI_TMP}/results/mad --preset cpu --task mad.in_context_recall --max-steps 1 --threads 1 --quiet")
 set_tests_properties(results.mad_table_capped PROPERTIES LABELS fast TIMEOUT 600
   PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=` \\| [0-9.]+ \\| [0-9.]+ \\|.*`ela:kernel=sum_sq_euclidean` \\| [0-9.]+.*capped at --max-steps 1: a smoke test.*`softmax with residual=momentum`.*`softmax with residual=nesterov`")
 add_test(NAME results.mad_capped_residual COMMAND ${CMAKE_COMMAND} -E env bash -c

@@ -50,11 +50,13 @@ struct LanguageModelSetup {
   std::string model_spec;           // resolved lm spec
   std::vector<std::string> mixers;  // resolved mixer specs
   int64_t vocab_size = 0;           // the text task's vocab_size option
+  int64_t seq_len = 0;              // its seq_len: the model is built for it; benchmarks take T <= seq_len
 };
 // Reads the config's task, model and mixer keys; throws Error naming the file when its task is not text or
 // its model not lm.
 LanguageModelSetup language_model_setup(const std::string& config_path);
-// The model (seed 0) on random token ids [batch, length]; the output is the logits [batch, length, vocab].
+// The model (seed 0, built for the config's seq_len) on random token ids [batch, length <= seq_len]; the
+// output is the logits [batch, length, vocab].
 // Its parameters are the leaves (token ids take no gradient), so forward+backward is a training step
 // without the optimizer update.
 BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length);
