@@ -50,7 +50,7 @@ seqmix_cli_error(bench_malformed_shape "--shape expects 5 positive integers B,T,
 seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: fused, naive" bench --op gla --shape 1,8,2,4,4 --impl fast)
 seqmix_cli_error(bench_unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" bench --model nope --shape 1,8,16)
 seqmix_cli_error(bench_conflicting_impl "--impl naive conflicts with impl=fused" bench --model gla:impl=fused --impl naive --shape 1,8,16)
-seqmix_cli_error(bench_op_and_model "exactly one of --op NAME and --model SPEC" bench --op gla --model gla --shape 1,8,16)
+seqmix_cli_error(bench_op_and_model "exactly one of --op NAME, --model SPEC and --config FILE" bench --op gla --model gla --shape 1,8,16)
 add_test(NAME cli.bench_tiny_json COMMAND $<TARGET_FILE:seqmix> bench --op gla --shape 1,8,2,4,4 --backward --json
          --repeats 2 --warmup 1 --threads 1)
 set_tests_properties(cli.bench_tiny_json PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
