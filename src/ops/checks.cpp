@@ -1,5 +1,6 @@
 #include "checks.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "seqmix/ops/hypermlp.h"
@@ -46,6 +47,30 @@ void check_kernel_inputs(const char* op, std::initializer_list<at::Tensor> tenso
   }
 }
 
+void check_key_mask(const char* op, const at::Tensor& key_mask, int64_t batch, int64_t keys) {
+  if (!key_mask.defined()) return;
+  TORCH_CHECK(key_mask.scalar_type() == at::kBool && key_mask.dim() == 2 && key_mask.size(0) == batch &&
+                  key_mask.size(1) == keys,
+              op, ": key_mask must be bool [B,S] = [", batch, ",", keys, "] (got ", key_mask.scalar_type(), " ",
+              key_mask.sizes(), ")");
+}
+
+void check_scale(const char* op, double scale) {
+  TORCH_CHECK(std::isfinite(scale), op, ": scale must be finite (got ", scale, ")");
+}
+
+void check_eps(const char* op, double eps) {
+  TORCH_CHECK(eps >= 0, op, ": eps must be >= 0 (got ", eps, ")");
+}
+
+void check_state_args(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes,
+                      const at::TensorOptions& options) {
+  for (const auto& size : sizes)
+    TORCH_CHECK(size.second >= 0, op, ": ", size.first, " must be >= 0 (got ", size.second, ")");
+  const auto dtype = at::typeMetaToScalarType(options.dtype());
+  TORCH_CHECK(at::isFloatingType(dtype), op, ": the state needs a floating-point dtype (got ", dtype, ")");
+}
+
 void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   check_rank(q, op, "q", 4, "B,T,H,dk");
   check_rank(k, op, "k", 4, "B,S,H,dk");
@@ -76,6 +101,36 @@ void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tenso
   check_same_float_dtype(op, {q, log_decay});
   TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3), op, ": log_decay must share [B,T,H] with q (got ",
               log_decay.sizes(), " and ", q.sizes(), ")");
+}
+
+void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                          const at::Tensor& kv, const at::Tensor& k_sum) {
+  check_rank(q_t, op, "q_t", 3, "B,H,dk");
+  check_rank(k_t, op, "k_t", 3, "B,H,dk");
+  check_rank(v_t, op, "v_t", 3, "B,H,dv");
+  check_rank(kv, op, "state.kv", 4, "B,H,F,dv");
+  check_rank(k_sum, op, "state.k_sum", 3, "B,H,F");
+  TORCH_CHECK(q_t.sizes() == k_t.sizes(), op, ": q_t and k_t must have the same shape (got ", q_t.sizes(), " and ",
+              k_t.sizes(), ")");
+  TORCH_CHECK(v_t.sizes().slice(0, 2) == q_t.sizes().slice(0, 2), op, ": v_t must share [B,H] with q_t (got ",
+              v_t.sizes(), " and ", q_t.sizes(), ")");
+  TORCH_CHECK(kv.size(0) == q_t.size(0) && kv.size(1) == q_t.size(1) && kv.size(3) == v_t.size(2), op,
+              ": state.kv must be [B,H,F,dv] = [", q_t.size(0), ",", q_t.size(1), ",F,", v_t.size(2), "] (got ",
+              kv.sizes(), ")");
+  TORCH_CHECK(k_sum.sizes() == kv.sizes().slice(0, 3), op, ": state.k_sum must be [B,H,F] = ", kv.sizes().slice(0, 3),
+              " like state.kv (got ", k_sum.sizes(), ")");
+}
+
+void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  check_rank(k, op, "k", 3, "B,T,C");
+  check_rank(v, op, "v", 3, "B,T,C");
+  check_same_float_dtype(op, {k, v});
+  TORCH_CHECK(k.sizes() == v.sizes(), op, ": k and v must have the same shape (got ", k.sizes(), " and ", v.sizes(), ")");
+  if (!mask.defined()) return;
+  check_rank(mask, op, "mask", 2, "B,T");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, op, ": mask must be bool (true = real token), got ", mask.scalar_type());
+  TORCH_CHECK(mask.size(0) == k.size(0) && mask.size(1) == k.size(1), op, ": mask must have shape [B,T] = [",
+              k.size(0), ", ", k.size(1), "] (got ", mask.sizes(), ")");
 }
 
 void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
@@ -132,6 +187,14 @@ void check_hypermlp_args(const char* op, const at::Tensor& q, const at::Tensor& 
   TORCH_CHECK(v.size(0) == k.size(0) && v.size(1) == k.size(1), op, ": v must share [B,S] with k (got ", v.sizes(),
               " and ", k.sizes(), ")");
   TORCH_CHECK(q.size(1) <= k.size(1), op, ": more queries (", q.size(1), ") than keys (", k.size(1), ")");
+  const auto activation = options.activation;
+  TORCH_CHECK(activation == HyperActivation::softmax || activation == HyperActivation::relu ||
+                  activation == HyperActivation::glu,
+              op, ": unknown activation (enum value ", static_cast<int>(activation), "; expected softmax, relu or glu)");
+  TORCH_CHECK(options.layout == HyperLayout::lag || options.layout == HyperLayout::forward, op,
+              ": unknown layout (enum value ", static_cast<int>(options.layout), "; expected lag or forward)");
+  check_eps(op, options.eps);
+  check_scale(op, options.scale);
   const int64_t heads = v.size(2);
   const int64_t score_heads = options.activation == HyperActivation::glu ? 2 * heads : heads;
   TORCH_CHECK(q.size(2) == score_heads, op, ": q must have ", score_heads, " heads for ", heads, " value heads",

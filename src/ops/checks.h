@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace seqmix::ops {
@@ -16,6 +17,15 @@ void check_same_size(const at::Tensor& a, int64_t dim_a, const at::Tensor& b, in
 void check_same_float_dtype(const char* op, std::initializer_list<at::Tensor> tensors);
 // The fused kernels' inputs: float32 or float64 CPU tensors (undefined tensors are skipped).
 void check_kernel_inputs(const char* op, std::initializer_list<at::Tensor> tensors);
+// Throws unless key_mask is undefined or bool [batch, keys] (true = a real key).
+void check_key_mask(const char* op, const at::Tensor& key_mask, int64_t batch, int64_t keys);
+// Throws unless the score scale is finite (a NaN or infinite scale silently poisons every output).
+void check_scale(const char* op, double scale);
+// Throws unless eps >= 0 (a negative floor lets a zero or negative normaliser through the division).
+void check_eps(const char* op, double eps);
+// A decode state's constructor arguments: every named size >= 0 and a floating-point dtype.
+void check_state_args(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes,
+                      const at::TensorOptions& options);
 
 // Per-op layouts, shared by each op's naive and fused forms.
 // Attention: q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv]; the T queries are the last of the S keys.
@@ -23,6 +33,12 @@ void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor&
 // Linear attention and GLA: q, k [B,T,H,dk], v [B,T,H,dv] (and log_decay [B,T,H] when defined).
 void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& log_decay = {});
+// One decode step of a linear-attention-style scan: q_t, k_t [B,H,dk], v_t [B,H,dv], and the state
+// kv [B,H,F,dv], k_sum [B,H,F] (F, the feature width, is checked by the op).
+void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                          const at::Tensor& kv, const at::Tensor& k_sum);
+// AFT: k, v [B,T,C] and, when defined, mask bool [B,T].
+void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
 // SSM scan: u, delta [B,T,C], A [C,N], b, c [B,T,N].
 void check_ssm_args(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
                     const at::Tensor& b, const at::Tensor& c);

@@ -117,23 +117,15 @@ void backward_kernel(const S* grad_num, const S* grad_den, const S* k, const S* 
   });
 }
 
-void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
-  check_rank(k, op, "k", 3, "B,T,C");
-  check_rank(v, op, "v", 3, "B,T,C");
-  check_same_float_dtype(op, {k, v});
-  TORCH_CHECK(k.sizes() == v.sizes(), op, ": k and v must have the same shape (got ", k.sizes(), " and ", v.sizes(), ")");
+void check_fused_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  check_aft_args(op, k, v, mask);
   check_kernel_inputs(op, {k, v, mask});
-  if (!mask.defined()) return;
-  check_rank(mask, op, "mask", 2, "B,T");
-  TORCH_CHECK(mask.scalar_type() == at::kBool, op, ": mask must be bool (true = real token), got ", mask.scalar_type());
-  TORCH_CHECK(mask.size(0) == k.size(0) && mask.size(1) == k.size(1), op, ": mask must have shape [B,T] = [",
-              k.size(0), ", ", k.size(1), "] (got ", mask.sizes(), ")");
 }
 
 }  // namespace
 
 AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in) {
-  check_aft_args("aft_fused", k_in, v_in, mask_in);
+  check_fused_aft_args("aft_fused", k_in, v_in, mask_in);
   auto k = k_in.contiguous(), v = v_in.contiguous();
   const auto mask = mask_in.defined() ? mask_in.contiguous() : at::Tensor();
   auto numerator = at::empty_like(k), normaliser = at::empty_like(k), key_max = at::empty_like(k);
@@ -149,7 +141,7 @@ std::vector<at::Tensor> aft_fused_backward(const at::Tensor& grad_numerator, con
                                            const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in,
                                            const at::Tensor& numerator_in, const at::Tensor& normaliser_in,
                                            const at::Tensor& key_max_in) {
-  check_aft_args("aft_fused backward", k_in, v_in, mask_in);
+  check_fused_aft_args("aft_fused backward", k_in, v_in, mask_in);
   for (const auto* t : {&grad_numerator, &grad_normaliser, &numerator_in, &normaliser_in, &key_max_in})
     TORCH_CHECK(t->sizes() == k_in.sizes() && t->scalar_type() == k_in.scalar_type(),
                 "aft_fused backward: saved tensors and gradients must match k (", k_in.sizes(), ", ", k_in.scalar_type(), ")");

@@ -9,11 +9,7 @@
 namespace seqmix::ops {
 
 PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
-  const char* op = "aft_naive";
-  check_rank(k, op, "k", 3, "B,T,C");
-  check_rank(v, op, "v", 3, "B,T,C");
-  check_same_float_dtype(op, {k, v});
-  TORCH_CHECK(k.sizes() == v.sizes(), op, ": k and v must have the same shape (got ", k.sizes(), " and ", v.sizes(), ")");
+  check_aft_args("aft_naive", k, v, mask);
   auto state = aft_initial_state(k.size(0), k.size(2), k.options());
   std::vector<at::Tensor> num, den;
   for (int64_t t = 0; t < k.size(1); ++t) {

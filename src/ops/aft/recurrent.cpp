@@ -7,6 +7,7 @@
 namespace seqmix::ops {
 
 AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOptions& options) {
+  check_state_args("aft_initial_state", {{"batch", batch}, {"channels", channels}}, options);
   return {at::zeros({batch, channels}, options), at::zeros({batch, channels}, options),
           at::full({batch, channels}, -1e30, options)};
 }
@@ -18,6 +19,9 @@ PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state
   TORCH_CHECK(k_t.sizes() == v_t.sizes() && k_t.sizes() == state.key_max.sizes(), op,
               ": k_t, v_t and the state must share [B,C] (got ", k_t.sizes(), ", ", v_t.sizes(), ", ",
               state.key_max.sizes(), ")");
+  if (mask_t.defined())
+    TORCH_CHECK(mask_t.scalar_type() == at::kBool && mask_t.dim() == 1 && mask_t.size(0) == k_t.size(0), op,
+                ": mask_t must be bool [B] = [", k_t.size(0), "] (got ", mask_t.scalar_type(), " ", mask_t.sizes(), ")");
   auto new_max = at::maximum(state.key_max, k_t);
   if (mask_t.defined()) new_max = at::where(mask_t.view({-1, 1}), new_max, state.key_max);
   // Rescale the running sums to the new max.

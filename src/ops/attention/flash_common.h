@@ -103,14 +103,11 @@ inline int64_t first_query_block_row(const Visibility& vis, int64_t k0, int64_t 
 }
 
 inline void check_flash_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const at::Tensor& key_mask) {
+                             const at::Tensor& key_mask, double scale) {
   check_attention_args(op, q, k, v);
+  check_key_mask(op, key_mask, k.size(0), k.size(1));
   check_kernel_inputs(op, {q, k, v, key_mask});
-  if (key_mask.defined())
-    TORCH_CHECK(key_mask.scalar_type() == at::kBool && key_mask.dim() == 2 && key_mask.size(0) == k.size(0) &&
-                    key_mask.size(1) == k.size(1),
-                op, ": key_mask must be bool [B,S] = [", k.size(0), ",", k.size(1), "] (got ", key_mask.scalar_type(), " ",
-                key_mask.sizes(), ")");
+  check_scale(op, scale);
 }
 
 }  // namespace seqmix::ops

@@ -115,7 +115,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* o, const T* ls
 
 AttentionForward softmax_attention_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                                  bool causal, double scale, const at::Tensor& key_mask) {
-  check_flash_args("softmax_attention_fused", q_in, k_in, v_in, key_mask);
+  check_flash_args("softmax_attention_fused", q_in, k_in, v_in, key_mask, scale);
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
@@ -134,7 +134,7 @@ std::vector<at::Tensor> softmax_attention_fused_backward(const at::Tensor& grad_
                                                          const at::Tensor& k_in, const at::Tensor& v_in,
                                                          const at::Tensor& out, const at::Tensor& lse, bool causal,
                                                          double scale, const at::Tensor& key_mask) {
-  check_flash_args("softmax_attention_fused_backward", q_in, k_in, v_in, key_mask);
+  check_flash_args("softmax_attention_fused_backward", q_in, k_in, v_in, key_mask, scale);
   const auto expected_out = std::vector<int64_t>{q_in.size(0), q_in.size(1), q_in.size(2), v_in.size(3)};
   TORCH_CHECK(grad_out.sizes() == expected_out && out.sizes() == expected_out, "softmax_attention_fused_backward: ",
               "grad_out and out must be [B,T,H,dv] = ", at::IntArrayRef(expected_out), " (got ", grad_out.sizes(), " and ",

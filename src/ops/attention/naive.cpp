@@ -7,7 +7,6 @@
 namespace seqmix::ops {
 namespace {
 
-
 // [B,H,T,S] raw scores q_t . k_j.
 at::Tensor raw_scores(const at::Tensor& q, const at::Tensor& k) {
   return at::matmul(q.transpose(1, 2), k.permute({0, 2, 3, 1}));
@@ -16,6 +15,8 @@ at::Tensor raw_scores(const at::Tensor& q, const at::Tensor& k) {
 }  // namespace
 
 at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& device) {
+  TORCH_CHECK(0 <= queries && queries <= keys, "causal_key_mask: needs 0 <= queries <= keys (got ", queries,
+              " queries and ", keys, " keys); queries are the last positions of the key sequence");
   auto opts = at::TensorOptions().dtype(at::kLong).device(device);
   auto t = at::arange(queries, opts).unsqueeze(1) + (keys - queries);
   auto j = at::arange(keys, opts).unsqueeze(0);
@@ -24,9 +25,11 @@ at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& devi
 
 at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Tensor& key_mask,
                         const at::Device& device) {
+  TORCH_CHECK(0 <= queries && queries <= keys, "visible_keys: needs 0 <= queries <= keys (got ", queries,
+              " queries and ", keys, " keys); queries are the last positions of the key sequence");
   if (!key_mask.defined()) return causal ? causal_key_mask(queries, keys, device).view({1, 1, queries, keys}) : at::Tensor();
   TORCH_CHECK(key_mask.dim() == 2 && key_mask.size(1) == keys && key_mask.scalar_type() == at::kBool,
-              "key_mask must be a bool tensor [B,", keys, "] (got ", key_mask.scalar_type(), " ", key_mask.sizes(), ")");
+              "visible_keys: key_mask must be a bool tensor [B,", keys, "] (got ", key_mask.scalar_type(), " ", key_mask.sizes(), ")");
   auto allowed = key_mask.view({key_mask.size(0), 1, 1, keys});
   if (causal) allowed = allowed & causal_key_mask(queries, keys, device).view({1, 1, queries, keys});
   else allowed = allowed.expand({key_mask.size(0), 1, queries, keys});
@@ -39,7 +42,10 @@ at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Te
 
 at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    bool causal, double scale, const at::Tensor& key_mask) {
-  check_attention_args("softmax_attention_naive", q, k, v);
+  const char* op = "softmax_attention_naive";
+  check_attention_args(op, q, k, v);
+  check_key_mask(op, key_mask, k.size(0), k.size(1));
+  check_scale(op, scale);
   auto scores = raw_scores(q, k) * scale;
   const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());
   if (visible.defined())
@@ -50,7 +56,9 @@ at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, con
 
 at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 bool causal, double eps) {
-  check_attention_args("relu_attention_naive", q, k, v);
+  const char* op = "relu_attention_naive";
+  check_attention_args(op, q, k, v);
+  check_eps(op, eps);
   auto scores = raw_scores(q, k);
   // Invisible keys are exact zeros, so they add nothing to the row norm.
   if (causal)

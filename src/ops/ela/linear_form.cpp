@@ -30,6 +30,7 @@ std::pair<at::Tensor, at::Tensor> shifted_exp_features(const at::Tensor& q, cons
 at::Tensor ela_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel,
                      bool causal, double eps) {
   check_linear_scan_args("ela_fused", q, k, v);
+  check_eps("ela_fused", eps);
   if (kernel.exponential) {
     if (causal) return hadamard_scan(q, k, v);
     auto features = shifted_exp_features(q, k);

@@ -27,6 +27,9 @@ at::Tensor ela_attention_weights(const at::Tensor& q, const at::Tensor& k, const
                                  double eps) {
   const char* op = "ela_attention_weights";
   check_rank(q, op, "q", 4, "B,T,H,dk");
+  check_rank(k, op, "k", 4, "B,T,H,dk");
+  check_same_float_dtype(op, {q, k});
+  check_eps(op, eps);
   TORCH_CHECK(q.sizes() == k.sizes(), op, ": q and k must have the same shape (got ", q.sizes(), " and ",
               k.sizes(), ")");
   auto matrix = ela_kernel_matrix(q, k, kernel);  // [B,H,T,T]
@@ -45,6 +48,7 @@ at::Tensor ela_attention_weights(const at::Tensor& q, const at::Tensor& k, const
 at::Tensor ela_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel,
                      bool causal, double eps) {
   check_linear_scan_args("ela_naive", q, k, v);
+  check_eps("ela_naive", eps);
   auto weights = ela_attention_weights(q, k, kernel, causal, eps);  // [B,H,T,T]
   return at::einsum("bhts,bshe->bthe", {weights, v});
 }

@@ -25,14 +25,15 @@ at::Tensor distance_probabilities(const at::Tensor& q, const at::Tensor& k, cons
   return probabilities(logits / per_head(temperature), causal);
 }
 
+// The per-head parameters are (name, tensor) pairs, each required [H].
 void check_second_order(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                        const at::Tensor& per_head_a, const at::Tensor& per_head_b) {
+                        std::initializer_list<std::pair<const char*, at::Tensor>> per_head_parameters) {
   check_attention_args(op, q, k, v);
-  for (const auto& t : {per_head_a, per_head_b}) {
-    if (!t.defined()) continue;
-    check_rank(t, op, "per-head parameter", 1, "H");
+  for (const auto& parameter : per_head_parameters) {
+    const at::Tensor& t = parameter.second;
+    check_rank(t, op, parameter.first, 1, "H");
     TORCH_CHECK(t.size(0) == q.size(2), op, ": per-head parameters must have ", q.size(2), " entries (got ",
-                t.size(0), ")");
+                t.size(0), " in ", parameter.first, ")");
   }
 }
 
@@ -40,7 +41,7 @@ void check_second_order(const char* op, const at::Tensor& q, const at::Tensor& k
 
 at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                           const at::Tensor& bias_scale, bool causal) {
-  check_second_order("mha2nd1st_read", q, k, k, temperature, bias_scale);
+  check_second_order("mha2nd1st_read", q, k, k, {{"temperature", temperature}, {"bias_scale", bias_scale}});
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2);  // [B,H,T,d], [B,H,S,d]
   auto p = distance_probabilities(qh, kh, temperature, causal);
   auto kbar = at::matmul(p, kh);
@@ -52,7 +53,7 @@ at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 at::Tensor mha2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                                      const at::Tensor& bias_scale, bool causal) {
-  check_second_order("mha2nd1st_read_covariance", q, k, k, temperature, bias_scale);
+  check_second_order("mha2nd1st_read_covariance", q, k, k, {{"temperature", temperature}, {"bias_scale", bias_scale}});
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2);
   auto p = distance_probabilities(qh, kh, temperature, causal);
   auto kbar = at::matmul(p, kh);
@@ -65,7 +66,8 @@ at::Tensor mha2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, c
 
 at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                             const at::Tensor& tau, bool causal) {
-  check_second_order("light2nd1st_read", q, k, v, tau, {});
+  check_second_order("light2nd1st_read", q, k, v, {{"tau", tau}});
+  check_scale("light2nd1st_read", scale);
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
   auto p = probabilities(at::matmul(qh, kh.transpose(-1, -2)) * scale, causal);
   auto vbar = at::matmul(p, vh);
@@ -76,7 +78,8 @@ at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::
 
 at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                        const at::Tensor& tau, bool causal) {
-  check_second_order("light2nd1st_read_covariance", q, k, v, tau, {});
+  check_second_order("light2nd1st_read_covariance", q, k, v, {{"tau", tau}});
+  check_scale("light2nd1st_read_covariance", scale);
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
   auto p = probabilities(at::matmul(qh, kh.transpose(-1, -2)) * scale, causal);
   auto vbar = at::matmul(p, vh);

@@ -258,6 +258,8 @@ void check_read_args(const at::Tensor& v, const at::Tensor& beta, double cap) {
   TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), "fem_softmax_read_fused: beta must have H*dv = ",
               v.size(2) * v.size(3), " entries (got ", beta.numel(), ")");
   TORCH_CHECK(cap > 0, "fem_softmax_read_fused: needs a value cap > 0 (got ", cap, ")");
+  TORCH_CHECK(cap <= kMaxConstantShiftCap, "fem_softmax_read_fused: cap must be <= ", kMaxConstantShiftCap,
+              " (got ", cap, ")");
   TORCH_CHECK(v.scalar_type() != at::kFloat || cap <= kFemShiftSpan, "fem_softmax_read_fused: float32 needs cap <= ",
               kFemShiftSpan, " (got ", cap, ")");
 }
@@ -267,7 +269,7 @@ void check_read_args(const at::Tensor& v, const at::Tensor& beta, double cap) {
 FemReadForward fem_softmax_read_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                               const at::Tensor& beta_in, double cap, bool causal, double scale,
                                               const at::Tensor& key_mask) {
-  check_flash_args("fem_softmax_read_fused", q_in, k_in, v_in, key_mask);
+  check_flash_args("fem_softmax_read_fused", q_in, k_in, v_in, key_mask, scale);
   check_read_args(v_in, beta_in, cap);
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), beta = beta_in.contiguous();
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();

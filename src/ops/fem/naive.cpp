@@ -1,5 +1,6 @@
 // The free-energy read's value transform and restore, and the definitional softmax FEM read.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 
 #include "../checks.h"
 #include "seqmix/ops/attention.h"
@@ -9,6 +10,9 @@ namespace seqmix::ops {
 
 FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
   TORCH_CHECK(cap >= 0, "fem_scale_values: cap must be >= 0 (got ", cap, ")");
+  TORCH_CHECK(v.defined() && v.dim() >= 1, "fem_scale_values: v must have a channel axis [...,C] (got ",
+              v.defined() ? "a scalar" : "none", ")");
+  TORCH_CHECK(beta.defined(), "fem_scale_values: beta is missing (expected one entry per value channel)");
   TORCH_CHECK(beta.numel() == v.size(-1), "fem_scale_values: beta must have one entry per value channel (got ",
               beta.numel(), " for ", v.size(-1), " channels)");
   const auto b = beta.reshape({v.size(-1)});
@@ -21,16 +25,25 @@ FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double c
 }
 
 at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
+  const char* op = "fem_restore";
+  TORCH_CHECK(z.defined() && z.dim() >= 1, op, ": z must have a channel axis [...,C] (got ",
+              z.defined() ? "a scalar" : "none", ")");
+  TORCH_CHECK(beta.defined() && beta.numel() == z.size(-1), op, ": beta must have one entry per channel (got ",
+              beta.defined() ? beta.numel() : 0, " for ", z.size(-1), " channels)");
+  TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sizes(), z.sizes()), op, ": shift must broadcast to z ",
+              z.sizes(), " (got ", shift.defined() ? shift.sizes() : at::IntArrayRef{}, ")");
   return (z.log() + shift) / beta.reshape({z.size(-1)});
 }
 
 FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask) {
   const char* op = "fem_softmax_read_naive";
-  check_rank(q, op, "q", 4, "B,T,H,dk");
-  check_rank(k, op, "k", 4, "B,S,H,dk");
-  check_rank(v, op, "v", 4, "B,S,H,dv");
-  check_same_float_dtype(op, {q, k, v, beta});
+  check_attention_args(op, q, k, v);
+  TORCH_CHECK(beta.defined(), op, ": beta is missing (expected H*dv = ", v.size(2) * v.size(3), " entries)");
+  check_same_float_dtype(op, {q, beta});
+  TORCH_CHECK(cap >= 0, op, ": cap must be >= 0 (got ", cap, ")");
+  check_key_mask(op, key_mask, k.size(0), k.size(1));
+  check_scale(op, scale);
   TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), op, ": beta must have H*dv = ", v.size(2) * v.size(3),
               " entries (got ", beta.numel(), ")");
   const auto b = beta.reshape({v.size(2), v.size(3)});

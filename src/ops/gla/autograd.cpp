@@ -1,6 +1,7 @@
 // The autograd Function joining the fused GLA scan and its hand-written backward.
 #include <torch/torch.h>
 
+#include "../checks.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
 
@@ -26,6 +27,8 @@ class FusedGla : public torch::autograd::Function<FusedGla> {
 }  // namespace
 
 PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay) {
+  // Before apply: autograd refuses an undefined input with a message that names no op.
+  check_rank(log_decay, "gla_fused", "log_decay", 3, "B,T,H");
   auto out = FusedGla::apply(q, k, v, log_decay);
   PriorRead read;
   read.numerator = out[0];

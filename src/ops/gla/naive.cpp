@@ -10,6 +10,7 @@ namespace seqmix::ops {
 PriorRead gla_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& log_decay) {
   const char* op = "gla_naive";
+  check_rank(log_decay, op, "log_decay", 3, "B,T,H");  // required here; the shared check skips an undefined one
   check_linear_scan_args(op, q, k, v, log_decay);
   const int64_t T = q.size(1);
   auto c = log_decay.cumsum(1).transpose(1, 2);            // [B,H,T]

@@ -9,10 +9,12 @@ namespace seqmix::ops {
 PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                    const at::Tensor& log_decay_t, LinearAttentionState& state) {
   const char* op = "gla_step";
-  check_rank(q_t, op, "q_t", 3, "B,H,dk");
-  check_rank(k_t, op, "k_t", 3, "B,H,dk");
-  check_rank(v_t, op, "v_t", 3, "B,H,dv");
+  check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
+  TORCH_CHECK(state.kv.size(2) == q_t.size(2), op, ": the state holds ", state.kv.size(2),
+              " key features but q_t has dk = ", q_t.size(2));
   check_rank(log_decay_t, op, "log_decay_t", 2, "B,H");
+  TORCH_CHECK(log_decay_t.sizes() == q_t.sizes().slice(0, 2), op, ": log_decay_t must share [B,H] with q_t (got ",
+              log_decay_t.sizes(), " and ", q_t.sizes(), ")");
   auto decay = log_decay_t.exp();  // [B,H]
   state.kv = decay.unsqueeze(-1).unsqueeze(-1) * state.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
   state.k_sum = decay.unsqueeze(-1) * state.k_sum + k_t;

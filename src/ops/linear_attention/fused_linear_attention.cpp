@@ -11,7 +11,10 @@ namespace seqmix::ops {
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
   const char* op = "linear_attention_fused";
   check_linear_scan_args(op, q, k, v);
-  if (causal) return gla_fused(q, k, v, at::zeros(q.sizes().slice(0, 3), q.options()));
+  if (causal) {
+    check_kernel_inputs(op, {q, k, v});  // so the error names this op, not gla_fused
+    return gla_fused(q, k, v, at::zeros(q.sizes().slice(0, 3), q.options()));
+  }
   auto kv = at::einsum("bthd,bthe->bhde", {k, v});  // [B,H,dk,dv]
   auto k_sum = k.sum(1);                             // [B,H,dk]
   PriorRead read;

@@ -8,16 +8,17 @@ namespace seqmix::ops {
 
 LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
                                                     const at::TensorOptions& options) {
+  check_state_args("linear_attention_initial_state", {{"batch", batch}, {"heads", heads}, {"dk", dk}, {"dv", dv}},
+                   options);
   return {at::zeros({batch, heads, dk, dv}, options), at::zeros({batch, heads, dk}, options)};
 }
 
 PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                                 LinearAttentionState& state) {
   const char* op = "linear_attention_step";
-  check_rank(q_t, op, "q_t", 3, "B,H,dk");
-  check_rank(k_t, op, "k_t", 3, "B,H,dk");
-  check_rank(v_t, op, "v_t", 3, "B,H,dv");
-  check_rank(state.kv, op, "state.kv", 4, "B,H,dk,dv");
+  check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
+  TORCH_CHECK(state.kv.size(2) == q_t.size(2), op, ": the state holds ", state.kv.size(2),
+              " key features but q_t has dk = ", q_t.size(2));
   state.kv = state.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
   state.k_sum = state.k_sum + k_t;
   PriorRead read;
