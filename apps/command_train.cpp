@@ -41,6 +41,8 @@ int report(const Run& run, const TrainSummary& s) {
   std::printf("final %s %.4f (best %.4f at step %lld) after %lld steps in %.1f s\n", metric.c_str(),
               value(s.final_metrics), value(s.best_metrics), static_cast<long long>(s.best_step),
               static_cast<long long>(s.steps_done), s.wall_seconds);
+  if (s.skipped_nonfinite > 0)
+    std::printf("skipped %lld steps whose loss or gradient was not finite\n", static_cast<long long>(s.skipped_nonfinite));
   return 0;
 }
 
@@ -101,6 +103,9 @@ void add_train_command(CLI::App& app, Action& action) {
   for (const auto& [flag, key, help] : flags)
     sub->add_option_function<std::string>(
         flag, [a, key = key](const std::string& v) { a->flag_values[key] = v; }, help + " [config key " + key + "]");
+  sub->add_flag_callback(
+      "--skip-nonfinite", [a] { a->flag_values["train.skip_nonfinite"] = "true"; },
+      "skip and count steps whose loss or gradient is NaN or Inf instead of stopping [config key train.skip_nonfinite]");
   sub->callback([&action, a] { action = [a] { return run_train(*a); }; });
 }
 

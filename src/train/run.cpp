@@ -38,6 +38,8 @@ std::vector<OptionInfo> run_config_schema() {
       OptionInfo::integer("train.schedule_stage", 1, "hold the learning rate within stages of N steps (MAD: an epoch)", 1),
       OptionInfo::integer("train.checkpoint_every", 0, "checkpoint every N steps (0 = at every evaluation)", 0),
       OptionInfo::integer("train.keep_checkpoints", 3, "checkpoints kept (the newest)", 1),
+      OptionInfo::flag("train.skip_nonfinite", false,
+                       "skip and count steps whose loss or gradient is NaN or Inf (default: stop, naming it)"),
   };
 }
 
@@ -91,6 +93,7 @@ Run build_run(Config& config, const std::string& out_dir) {
   t.target = config.real("train.target");
   t.checkpoint_every = config.integer("train.checkpoint_every");
   t.keep_checkpoints = config.integer("train.keep_checkpoints");
+  t.skip_nonfinite = config.flag("train.skip_nonfinite");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
   t.description["mixer"] = config.text("mixer");

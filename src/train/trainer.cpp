@@ -54,6 +54,36 @@ double global_grad_norm(SequenceModelImpl& model) {
   return std::sqrt(sq);
 }
 
+// What is not finite in a step whose loss is not: the first parameter, else the model's output, else the
+// loss itself. Parameters come first because once one is non-finite everything after it is.
+std::string first_nonfinite_of_forward(SequenceModelImpl& model, const torch::Tensor& output, double loss_value,
+                                       double aux_value) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_parameters())
+    if (!torch::isfinite(item.value()).all().item<bool>()) return "parameter '" + item.key() + "' is not finite";
+  if (!torch::isfinite(output).all().item<bool>()) return "the model output is not finite";
+  if (!std::isfinite(loss_value)) return "the loss is " + std::to_string(loss_value);
+  return "the auxiliary (load-balance) loss is " + std::to_string(aux_value);
+}
+
+// The first parameter whose gradient holds a NaN or an Inf.
+std::string first_nonfinite_gradient(SequenceModelImpl& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_parameters()) {
+    const auto& grad = item.value().grad();
+    if (grad.defined() && !torch::isfinite(grad).all().item<bool>())
+      return "the gradient of parameter '" + item.key() + "' is not finite";
+  }
+  return "the gradient norm is not finite";  // the squares overflowed: every entry is finite
+}
+
+bool parameters_finite(SequenceModelImpl& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model.parameters())
+    if (!torch::isfinite(p).all().item<bool>()) return false;
+  return true;
+}
+
 }  // namespace
 
 Metrics evaluate(SequenceModelImpl& model, Task& task) {
@@ -162,30 +192,47 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     optimizer->zero_grad();
     auto out = model.forward(batch.inputs);
     auto loss = task.loss(out, batch);
-    const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) throw Error("train: the loss is not finite at step " + std::to_string(step + 1));
     // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
     const auto aux = model.auxiliary_loss();
+    const double loss_value = loss.item<double>();
     const double aux_value = aux.defined() ? aux.item<double>() : 0.0;
-    if (!std::isfinite(aux_value))
-      throw Error("train: the auxiliary (load-balance) loss is not finite at step " + std::to_string(step + 1));
-    interval_aux += aux_value;
-    (aux.defined() ? loss + aux : loss).backward();
-    const double grad_norm = global_grad_norm(model);
-    if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
-      torch::NoGradGuard no_grad;
-      const double scale = config.grad_clip / (grad_norm + 1e-6);
-      for (auto& p : model.parameters())
-        if (p.grad().defined()) p.grad().mul_(scale);
+    // A NaN or Inf in the loss or in a gradient stops the run, or with skip_nonfinite skips the update.
+    std::string nonfinite;
+    double grad_norm = 0;
+    if (!std::isfinite(loss_value) || !std::isfinite(aux_value)) {
+      nonfinite = first_nonfinite_of_forward(model, out, loss_value, aux_value);
+    } else {
+      (aux.defined() ? loss + aux : loss).backward();
+      grad_norm = global_grad_norm(model);
+      if (!std::isfinite(grad_norm)) nonfinite = first_nonfinite_gradient(model);
     }
-    optimizer->step();
-    state.step = step + 1;
-    interval_loss += loss_value;
-    interval_steps += 1;
-    interval_tokens += batch.size() * task.seq_len();
+    if (!nonfinite.empty()) {
+      const std::string what = "train: step " + std::to_string(step + 1) + ": " + nonfinite;
+      if (!config.skip_nonfinite) throw Error(what + " (--skip-nonfinite skips such steps)");
+      if (!parameters_finite(model)) throw Error(what + "; skipping steps cannot help once a parameter is not finite");
+      optimizer->zero_grad();
+      state.skipped_nonfinite += 1;
+      state.step = step + 1;
+      log({{"step", state.step}, {"split", "train"}, {"skipped_nonfinite", state.skipped_nonfinite}, {"reason", nonfinite}});
+      if (!config.quiet) progress.line(what + ": skipped (" + std::to_string(state.skipped_nonfinite) + " so far)");
+    } else {
+      interval_aux += aux_value;
+      if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
+        torch::NoGradGuard no_grad;
+        const double scale = config.grad_clip / (grad_norm + 1e-6);
+        for (auto& p : model.parameters())
+          if (p.grad().defined()) p.grad().mul_(scale);
+      }
+      optimizer->step();
+      state.step = step + 1;
+      interval_loss += loss_value;
+      interval_steps += 1;
+      interval_tokens += batch.size() * task.seq_len();
+    }
 
     const bool last = state.step == config.steps;
-    if (state.step % std::max<int64_t>(1, config.log_every) == 0 || last) {
+    // A log interval made only of skipped steps has nothing to report.
+    if (interval_steps > 0 && (state.step % std::max<int64_t>(1, config.log_every) == 0 || last)) {
       const double tps = static_cast<double>(interval_tokens) / std::max(1e-9, seconds_since(interval_start));
       MetricSums train_sums;
       {
@@ -229,6 +276,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   summary.best_step = state.best_step;
   summary.steps_done = state.step;
   summary.stopped_early = state.stopped_early;
+  summary.skipped_nonfinite = state.skipped_nonfinite;
   summary.parameters = model.parameter_count();
   summary.wall_seconds = state.wall_seconds + seconds_since(wall_start);
   if (writing) {
@@ -241,6 +289,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     s["best_step"] = summary.best_step;
     s["steps"] = summary.steps_done;
     s["stopped_early"] = summary.stopped_early;
+    s["skipped_nonfinite"] = summary.skipped_nonfinite;
     s["parameters"] = summary.parameters;
     s["wall_seconds"] = summary.wall_seconds;
     write_file_atomically((run_dir / "summary.json").string(), s.dump(2) + "\n");

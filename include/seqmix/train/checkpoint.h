@@ -17,6 +17,7 @@ struct TrainerState {
   std::map<std::string, double> final_metrics, best_metrics;
   int64_t best_step = 0;
   bool stopped_early = false;
+  int64_t skipped_nonfinite = 0;  // steps skipped for a non-finite loss or gradient (TrainConfig::skip_nonfinite)
   double wall_seconds = 0;  // training time before this process (resumed runs add theirs)
 };
 

@@ -31,6 +31,9 @@ struct TrainConfig {
   std::string out_dir;           // run directory; empty = write nothing
   bool resume = false;           // continue from the latest checkpoint in out_dir
   bool quiet = false;
+  // A step whose loss or gradient holds a NaN or Inf stops the run with an Error naming the step and the
+  // first non-finite tensor; with skip_nonfinite the step's update is skipped and counted instead.
+  bool skip_nonfinite = false;
   std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
   // Called after every optimizer step with the number of steps done (tests use it to interrupt a run).
   std::function<void(int64_t)> after_step;
@@ -44,6 +47,7 @@ struct TrainSummary {
   int64_t best_step = 0;
   int64_t steps_done = 0;
   bool stopped_early = false;
+  int64_t skipped_nonfinite = 0;  // steps skipped for a non-finite loss or gradient
   int64_t parameters = 0;
   double wall_seconds = 0;
 };
