@@ -6,6 +6,7 @@
 
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 
 namespace seqmix {
 
@@ -18,11 +19,27 @@ const OptionInfo& Config::info(const std::string& key, const std::string& source
     if (o.key == key) return o;
   std::string keys;
   for (const auto& o : schema_) keys += (keys.empty() ? "" : ", ") + o.key;
-  throw Error(source + ": unknown key '" + key + "'; valid keys: " + keys);
+  throw Error(source + ": unknown key '" + printable(key) + "'; valid keys: " + keys);
 }
+
+namespace {
+// An item of a list key that starts with key=value is an option without its spec's name (a spec name
+// holds no '='): in YAML, the remains of a spec split at its commas.
+bool is_split_off_option(const std::string& item) {
+  const size_t eq = item.find('=');
+  return eq != std::string::npos && item.find(':') > eq;
+}
+}  // namespace
 
 void Config::set(const std::string& key, const std::string& value, const std::string& source) {
   const OptionInfo& o = info(key, source);
+  if (!valid_utf8(value)) throw Error(source + ": key '" + key + "' has a value that is not valid UTF-8");
+  if (has_control_character(value))
+    throw Error(source + ": key '" + key + "' has a value with a control character: '" + printable(value) + "'");
+  if (o.type == OptionType::List)
+    for (const auto& item : split_list(value))
+      if (is_split_off_option(item))
+        throw Error(source + ": item '" + item + "' of '" + key + "' is an option with no spec name before it (name:" + item + ")");
   check_option_value(o, value, source + ": key '" + key + "'");
   values_[key] = value;
   explicit_.insert(key);
@@ -49,7 +66,7 @@ void Config::merge_yaml_text(const std::string& text, const std::string& source)
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw Error(source + " is not valid YAML (line " + std::to_string(e.mark.line + 1) + ": " + e.msg + ")");
+    throw Error(source + " is not valid YAML (line " + std::to_string(e.mark.line + 1) + ": " + printable(e.msg) + ")");
   }
   if (root.IsNull()) return;
   if (!root.IsMap()) throw Error(source + " must be a mapping of keys to values");
@@ -60,6 +77,9 @@ void Config::merge_yaml_text(const std::string& text, const std::string& source)
         name = kv.first.as<std::string>();
       } catch (const YAML::Exception&) {
         throw Error(source + ": a key under '" + prefix + "' is not a string");
+      }
+      if (has_control_character(name)) {
+        throw Error(source + ": key '" + printable(name) + "' under '" + prefix + "' has a control character");
       }
       const std::string key = prefix.empty() ? name : prefix + "." + name;
       const YAML::Node& value = kv.second;
@@ -72,14 +92,13 @@ void Config::merge_yaml_text(const std::string& text, const std::string& source)
         for (const auto& item : value) {
           if (!item.IsScalar()) throw Error(source + ": key '" + key + "' must be a list of strings");
           items.push_back(item.as<std::string>());
+          if (has_control_character(items.back()))
+            throw Error(source + ": an item of '" + key + "' has a control character: '" + printable(items.back()) + "'");
         }
         // YAML splits a flow list [fem:prior=softmax,flags=LT,heads=4] at every comma, so the options after
         // the first reach us as items of their own ('flags=LT', 'heads=4'): name=value with no spec name
         // before the '='. Say so, with the whole spec quoted, instead of reporting an unknown mixer.
-        auto split_off = [](const std::string& item) {
-          const size_t eq = item.find('=');
-          return eq != std::string::npos && item.find(':') > eq;
-        };
+        const auto split_off = is_split_off_option;
         for (size_t i = 1; i < items.size(); ++i) {
           if (!split_off(items[i]) || split_off(items[i - 1])) continue;
           std::string whole = items[i - 1];

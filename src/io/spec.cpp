@@ -1,11 +1,13 @@
 #include "seqmix/io/spec.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 
 namespace seqmix {
 namespace {
@@ -155,7 +157,21 @@ void check_option_value(const OptionInfo& d, const std::string& value, const std
   }
 }
 
+namespace {
+// "(...)" where the first '(' closes only at the last character: "(a,b)" is, "(a)<(b)" is not.
+bool enclosed_in_parentheses(const std::string& value) {
+  if (value.size() < 2 || value.front() != '(' || value.back() != ')') return false;
+  int depth = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    depth += value[i] == '(' ? 1 : value[i] == ')' ? -1 : 0;
+    if (depth == 0) return i + 1 == value.size();
+  }
+  return false;
+}
+}  // namespace
+
 Spec Spec::parse(const std::string& text) {
+  if (has_control_character(text)) throw Error("spec '" + printable(text) + "' contains a control character");
   Spec spec;
   const std::string s = trim(text);
   const size_t colon = s.find(':');
@@ -181,8 +197,11 @@ Spec Spec::parse(const std::string& text) {
       throw Error("spec '" + text + "': option '" + item + "' is not of the form key=value");
     std::string key = trim(item.substr(0, eq));
     std::string value = trim(item.substr(eq + 1));
-    if (value.size() >= 2 && value.front() == '(' && value.back() == ')') value = trim(value.substr(1, value.size() - 2));
+    if (enclosed_in_parentheses(value)) value = trim(value.substr(1, value.size() - 2));
     if (key.empty()) throw Error("spec '" + text + "': option '" + item + "' has an empty key");
+    for (char ch : key)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != '-')
+        throw Error("spec '" + text + "': option key '" + key + "' may hold only letters, digits, '_', '.' and '-'");
     for (const auto& kv : spec.options)
       if (kv.first == key) throw Error("spec '" + text + "' sets option '" + key + "' twice");
     spec.options.emplace_back(std::move(key), std::move(value));
@@ -194,7 +213,9 @@ std::string Spec::str() const {
   std::string out = name;
   for (size_t i = 0; i < options.size(); ++i)
     out += (i ? "," : ":") + options[i].first + "=" +
-           (options[i].second.find(',') != std::string::npos ? "(" + options[i].second + ")" : options[i].second);
+           (options[i].second.find(',') != std::string::npos || enclosed_in_parentheses(options[i].second)
+                ? "(" + options[i].second + ")"
+                : options[i].second);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 #include "sentencepiece/backend_api.h"
 
 namespace seqmix {
@@ -17,11 +18,20 @@ namespace {
 // SentencePiece trains on lines and drops newlines; seqmix keeps them as this one reserved piece
 // (a private-use code point, U+E00A, which real text does not contain).
 const std::string kNewlinePiece = "\xEE\x80\x8A";
+// SentencePiece writes spaces as U+2581 and decodes every U+2581 back to a space, so a U+2581 of the text
+// itself travels as this reserved private-use code point, U+E081 (the fuzzer found the lost character).
+const std::string kSpaceMeta = "\xE2\x96\x81";
+const std::string kSpaceMetaStandIn = "\xEE\x82\x81";
 constexpr const char* kPluginName = "libseqmix_sentencepiece.so";
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
   return s;
+}
+
+// The text as the plugin takes it: newlines and U+2581 as their reserved pieces.
+std::string to_plugin_text(const std::string& text) {
+  return replace_all(replace_all(text, kSpaceMeta, kSpaceMetaStandIn), "\n", kNewlinePiece);
 }
 
 struct Plugin {
@@ -43,16 +53,37 @@ std::vector<std::string> plugin_candidates() {
   return out;
 }
 
+// RTLD_DEEPBIND keeps the plugin's protobuf apart from LibTorch's. A program that links no LibTorch (the
+// tokenizer fuzz target) has no second protobuf and may load it plainly. Sanitizer runtimes refuse
+// RTLD_DEEPBIND, and without it a LibTorch program aborts on protobuf's version check, so a sanitizer
+// build with LibTorch has no tokenizer.
+#if defined(SEQMIX_PLUGIN_WITHOUT_DEEPBIND)
+constexpr int kPluginFlags = RTLD_NOW | RTLD_LOCAL;
+constexpr const char* kPluginUnavailable = nullptr;
+#elif defined(SEQMIX_SANITIZED)
+constexpr int kPluginFlags = 0;
+constexpr const char* kPluginUnavailable =
+    "tokenizer: this is a sanitizer build, where the SentencePiece plugin cannot load (sanitizers refuse "
+    "RTLD_DEEPBIND, which keeps its protobuf apart from LibTorch's); use a normal build for text tasks";
+#else
+constexpr int kPluginFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+constexpr const char* kPluginUnavailable = nullptr;
+#endif
+
 const Plugin& plugin() {
   static Plugin p;
   static std::once_flag once;
   static std::string failure;
   std::call_once(once, [] {
+    if (kPluginUnavailable) {
+      failure = kPluginUnavailable;
+      return;
+    }
     void* handle = nullptr;
     std::string tried;
     for (const auto& path : plugin_candidates()) {
       if (!std::filesystem::exists(path)) continue;
-      handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      handle = dlopen(path.c_str(), kPluginFlags);
       if (handle) break;
       tried += std::string(" ") + dlerror();
     }
@@ -81,14 +112,22 @@ const Plugin& plugin() {
 std::string take_message(char* error) {
   std::string s = error ? error : "unknown error";
   std::free(error);
-  return s;
+  return printable(s);  // SentencePiece's messages may span lines
 }
 
 }  // namespace
 
+bool Tokenizer::available() {
+#if defined(SEQMIX_SANITIZED) && !defined(SEQMIX_PLUGIN_WITHOUT_DEEPBIND)
+  return false;
+#else
+  return true;
+#endif
+}
+
 Tokenizer Tokenizer::train(const std::string& text, int64_t vocab_size) {
   if (text.empty()) throw Error("tokenizer: cannot train on an empty text");
-  const std::string mapped = replace_all(text, "\n", kNewlinePiece);
+  const std::string mapped = to_plugin_text(text);
   char *model = nullptr, *error = nullptr;
   size_t model_len = 0;
   if (plugin().train(mapped.data(), mapped.size(), vocab_size, kNewlinePiece.c_str(), &model, &model_len, &error) != 0)
@@ -114,7 +153,7 @@ Tokenizer Tokenizer::from_serialized(const std::string& model_proto, const std::
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  const std::string mapped = replace_all(text, "\n", kNewlinePiece);
+  const std::string mapped = to_plugin_text(text);
   int32_t* ids = nullptr;
   size_t count = 0;
   char* error = nullptr;
@@ -140,7 +179,7 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
     throw Error("tokenizer: cannot decode: " + take_message(error));
   std::string out(text, text_len);
   std::free(text);
-  return replace_all(out, kNewlinePiece, "\n");
+  return replace_all(replace_all(out, kNewlinePiece, "\n"), kSpaceMetaStandIn, kSpaceMeta);
 }
 
 int64_t Tokenizer::vocab_size() const { return plugin().size(processor_.get()); }

@@ -121,6 +121,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   j["best"] = metrics_json(state.best_metrics);
   j["best_step"] = state.best_step;
   j["stopped_early"] = state.stopped_early;
+  j["skipped_nonfinite"] = state.skipped_nonfinite;
   j["wall_seconds"] = state.wall_seconds;
   write_file_atomically((dir / (name + ".json")).string(), j.dump(2) + "\n");
 
@@ -163,13 +164,18 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     loaded.best_metrics = metrics_from(j.at("best"));
     loaded.best_step = j.at("best_step").get<int64_t>();
     loaded.stopped_early = j.at("stopped_early").get<bool>();
+    loaded.skipped_nonfinite = j.value("skipped_nonfinite", int64_t{0});  // absent before it was recorded
     loaded.wall_seconds = j.at("wall_seconds").get<double>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + " is missing a field or has a wrong type (" + std::string(e.what()) + ")");
   }
-  if (tensors_name.find('/') != std::string::npos) throw Error(where + " names a tensors file outside its directory");
+  if (loaded.step != step) throw Error(where + " records step " + std::to_string(loaded.step) + ", not its own");
+  // A record commits the tensors written with it, named after its step.
+  if (tensors_name != step_name(step) + ".safetensors")
+    throw Error(where + " names a tensors file other than its own (" + step_name(step) + ".safetensors)");
   const std::string tensors_path = (dir / tensors_name).string();
-  if (!fs::exists(tensors_path)) throw Error(where + ": its tensors file " + tensors_path + " is missing");
+  std::error_code ec;
+  if (!fs::exists(tensors_path, ec)) throw Error(where + ": its tensors file " + tensors_path + " is missing");
   const std::string bytes = read_file(tensors_path);
   if (bytes.size() != tensors_bytes || std::to_string(fnv1a64(bytes)) != checksum)
     throw Error("checkpoint tensors " + tensors_path + " are truncated or corrupt (size or checksum mismatch)");
@@ -187,6 +193,16 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   };
   for (const auto& p : model.named_parameters()) expect("model." + p.key(), p.value());
   for (const auto& b : model.named_buffers()) expect("model." + b.key(), b.value());
+  // A parameter's optimizer state is complete (both moments and a one-element step count) or absent.
+  for (const auto& p : model.named_parameters()) {
+    const std::string base = "optimizer." + p.key();
+    if (!file.contains(base + ".exp_avg")) continue;
+    expect(base + ".exp_avg", p.value());
+    expect(base + ".exp_avg_sq", p.value());
+    if (!file.contains(base + ".step") || file.at(base + ".step").numel() != 1 ||
+        file.at(base + ".step").scalar_type() != torch::kLong)
+      throw Error("checkpoint " + tensors_path + " does not fit the model: '" + base + ".step' is missing or not one int64");
+  }
   const std::string rng_bytes = from_hex(rng_hex, where);
   auto rng = torch::empty({static_cast<int64_t>(rng_bytes.size())}, torch::kByte);
   std::memcpy(rng.data_ptr(), rng_bytes.data(), rng_bytes.size());
@@ -207,8 +223,8 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
       const std::string base = "optimizer." + p.key();
       if (!file.contains(base + ".exp_avg")) continue;
       auto s = std::make_unique<torch::optim::AdamWParamState>();
-      s->exp_avg(expect(base + ".exp_avg", p.value()).clone());
-      s->exp_avg_sq(expect(base + ".exp_avg_sq", p.value()).clone());
+      s->exp_avg(file.at(base + ".exp_avg").clone());
+      s->exp_avg_sq(file.at(base + ".exp_avg_sq").clone());
       s->step(file.at(base + ".step").item<int64_t>());
       opt_state[optimizer_key(p.value())] = std::move(s);
     }

@@ -2,6 +2,7 @@
 
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix {
@@ -50,6 +51,23 @@ TEST(Config, UnknownKeysWrongTypesAndMalformedYamlAreErrors) {
   EXPECT_NE(error_of([&] { c.apply_override("train.lr"); }).find("key=value"), std::string::npos);
   EXPECT_NE(error_of([&] { c.apply_override("train.batch_size=0"); }).find(">= 1"), std::string::npos);
   EXPECT_NE(error_of([&] { c.merge_yaml_file("/nonexistent/config.yaml"); }).find("cannot read"), std::string::npos);
+}
+
+// Found by fuzz/fuzz_config.cpp: a YAML error quoting a raw control character spanned two lines; an item
+// without a spec name ("heads=2"), accepted from --set, made a config.yaml that did not read back; control
+// characters in values are refused with an escaped message, and invalid UTF-8 (which YAML did not
+// read back the same) is refused.
+TEST(Config, FuzzerFindingsStayFixed) {
+  Config c(run_config_schema());
+  const std::string yaml = error_of([&] { c.merge_yaml_text("task: \"\\\x01\"\n", "cfg"); });  // an escaped 0x01
+  EXPECT_NE(yaml.find("not valid YAML"), std::string::npos) << yaml;
+  EXPECT_FALSE(has_control_character(yaml)) << yaml;
+  EXPECT_NE(error_of([&] { c.apply_override("mixer=softmax;heads=2"); }).find("no spec name before it"), std::string::npos);
+  const std::string value = error_of([&] { c.apply_override("task=mad.compression\n"); });
+  EXPECT_NE(value.find("control character: 'mad.compression\\n'"), std::string::npos) << value;
+  EXPECT_NE(error_of([&] { c.apply_override("mixer=s;\xff\xff"); }).find("not valid UTF-8"), std::string::npos);
+  const std::string item = error_of([&] { c.merge_yaml_text("mixer: [\"soft\\tmax\"]\n", "cfg"); });
+  EXPECT_NE(item.find("control character: 'soft\\tmax'"), std::string::npos) << item;
 }
 
 }  // namespace

@@ -81,5 +81,21 @@ TEST(ParseValues, IntegerListAndFlags) {
   EXPECT_FALSE(parse_flag("0", "f"));
 }
 
+// Found by fuzz/fuzz_spec.cpp: a spec with a newline made a two-line error; parentheses that open and
+// close separately ("(a)<(b)") were stripped as if they enclosed the value, so the spec did not print back
+// to itself; option keys are plain names.
+TEST(Spec, FuzzerFindingsStayFixed) {
+  const std::string control = error_of([] { Spec::parse("m\xff\nhypermlp:heads=4"); });
+  EXPECT_NE(control.find("contains a control character"), std::string::npos) << control;
+  EXPECT_EQ(control.find('\n'), std::string::npos) << control;
+  const Spec s = Spec::parse("moe:a=(r=1)<(l=2),b=((x))");
+  ASSERT_EQ(s.options.size(), 2u);
+  EXPECT_EQ(s.options[0].second, "(r=1)<(l=2)");
+  EXPECT_EQ(s.options[1].second, "(x)");
+  const Spec again = Spec::parse(s.str());
+  EXPECT_EQ(again.options, s.options) << s.str();
+  EXPECT_NE(error_of([] { Spec::parse("softmax:(heads=4)"); }).find("may hold only letters"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace seqmix

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "seqmix/io/error.h"
+#include "support/skip_without_tokenizer.h"
 #include "seqmix/io/tokenizer.h"
 
 namespace seqmix {
@@ -24,6 +25,7 @@ std::string corpus() {
 }
 
 TEST(Tokenizer, RoundTripsTextExactly) {
+  SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
   EXPECT_EQ(t.vocab_size(), 400);
   for (const std::string s : {std::string("First Citizen:\nSpeak, speak.\n\n"), std::string("  leading and  double  spaces "),
@@ -33,18 +35,21 @@ TEST(Tokenizer, RoundTripsTextExactly) {
 }
 
 TEST(Tokenizer, UnseenCharactersFallBackToBytes) {
+  SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
   const std::string s = "na\xC3\xAFve \xE2\x9C\x93 caf\xC3\xA9\n";  // "naïve ✓ café"
   EXPECT_EQ(t.decode(t.encode(s)), s);
 }
 
 TEST(Tokenizer, MergesMakeFrequentTextShorterThanItsCharacters) {
+  SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
   const std::string s = "Before we proceed any further, hear me speak.\n";
   EXPECT_LT(t.encode(s).size() * 3, s.size());  // the corpus repeats this line: a few pieces
 }
 
 TEST(Tokenizer, TrainingIsDeterministicAndSavedModelsLoadTheSame) {
+  SKIP_WITHOUT_TOKENIZER();
   const Tokenizer a = Tokenizer::train(corpus(), 400), b = Tokenizer::train(corpus(), 400);
   EXPECT_EQ(a.serialized(), b.serialized());
   const auto path = std::filesystem::temp_directory_path() / ("seqmix-tok-" + std::to_string(::getpid()) + ".model");
@@ -56,6 +61,7 @@ TEST(Tokenizer, TrainingIsDeterministicAndSavedModelsLoadTheSame) {
 }
 
 TEST(Tokenizer, BadInputGivesClearErrors) {
+  SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
   try {
     t.decode({1, 400});
@@ -76,6 +82,31 @@ TEST(Tokenizer, BadInputGivesClearErrors) {
   }
   std::filesystem::remove(path);
   EXPECT_THROW(Tokenizer::load(path.string()), Error);  // absent
+}
+
+// Found by fuzz/fuzz_tokenizer.cpp: SentencePiece decodes its space mark U+2581 as a space, so a U+2581 of
+// the text itself came back as ' '. It now travels as a reserved stand-in and round-trips.
+TEST(Tokenizer, TheSpaceMarkCharacterRoundTrips) {
+  SKIP_WITHOUT_TOKENIZER();
+  const Tokenizer t = Tokenizer::train(corpus(), 400);
+  for (const std::string s : {std::string("a\xE2\x96\x81" "b"), std::string("\xE2\x96\x81\xE2\x96\x81 \xE2\x96\x81\n")})
+    EXPECT_EQ(t.decode(t.encode(s)), s);
+}
+
+// Found by fuzz/fuzz_tokenizer.cpp: a damaged model file made SentencePiece quote a piece holding a
+// newline, and the error spanned two lines.
+TEST(Tokenizer, ADamagedModelIsAOneLineError) {
+  SKIP_WITHOUT_TOKENIZER();
+  const std::string path =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "data/tokenizer_model_newline_in_error.model").string();
+  try {
+    Tokenizer::load(path);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("is not a SentencePiece model"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
+#include "support/skip_without_tokenizer.h"
 #include "seqmix/tasks/text_lm.h"
 #include "seqmix/train/run.h"
 #include "support/test_support.h"
@@ -41,6 +42,7 @@ TextOptions options(const fs::path& path, int64_t seq_len = 16) {
 }
 
 TEST(Text, SplitCutsAtTheLineEndAfterTheTrainingShare) {
+  SKIP_WITHOUT_TOKENIZER();
   const auto [train, val] = split_text("aaaa\nbbbb\ncccc\ndddd\n", 0.5);  // 20 bytes: byte 10 starts "cccc"
   EXPECT_EQ(train, "aaaa\nbbbb\ncccc\n");
   EXPECT_EQ(val, "dddd\n");
@@ -50,6 +52,7 @@ TEST(Text, SplitCutsAtTheLineEndAfterTheTrainingShare) {
 }
 
 TEST(Text, TrainingWindowsAreShiftedSlicesOfTheTrainingTokens) {
+  SKIP_WITHOUT_TOKENIZER();
   TextTask task(options(write_text("a.txt", patterned_text(400))), "text");
   const auto& tokens = task.train_tokens();
   Batch b = task.train_batch(3, 5);
@@ -70,6 +73,7 @@ TEST(Text, TrainingWindowsAreShiftedSlicesOfTheTrainingTokens) {
 }
 
 TEST(Text, TheTestSetIsTheValidationTokensInConsecutiveWindows) {
+  SKIP_WITHOUT_TOKENIZER();
   TextTask task(options(write_text("b.txt", patterned_text(400))), "text");
   const auto& val = task.validation_tokens();
   const Batch& test = task.test_set();
@@ -90,6 +94,7 @@ TEST(Text, TheTestSetIsTheValidationTokensInConsecutiveWindows) {
 }
 
 TEST(Text, AGivenTokenizerIsUsedAndMustMatchVocabSize) {
+  SKIP_WITHOUT_TOKENIZER();
   const auto path = write_text("c.txt", patterned_text(400));
   TextTask trained(options(path), "text");
   const auto model = path.parent_path() / "tok.model";
@@ -109,6 +114,7 @@ TEST(Text, AGivenTokenizerIsUsedAndMustMatchVocabSize) {
 }
 
 TEST(Text, BadFilesGiveClearErrors) {
+  SKIP_WITHOUT_TOKENIZER();
   auto expect_error = [](const TextOptions& o, const std::string& part) {
     try {
       TextTask task(o, "text");
@@ -123,6 +129,7 @@ TEST(Text, BadFilesGiveClearErrors) {
 }
 
 TEST(Text, RegistryBuildsTheTaskFromASpec) {
+  SKIP_WITHOUT_TOKENIZER();
   const auto path = write_text("d.txt", patterned_text(400));
   auto task = build_task("text:path=" + path.string() + ",seq_len=16,vocab_size=320");
   EXPECT_EQ(task->vocab_size(), 320);
@@ -133,6 +140,7 @@ TEST(Text, RegistryBuildsTheTaskFromASpec) {
 
 // A one-block model learns the pattern: validation loss falls far below that of a uniform guess.
 TEST(Text, ASmallModelLearnsThePatternedText) {
+  SKIP_WITHOUT_TOKENIZER();
   const auto path = write_text("e.txt", patterned_text(600));
   Config config(run_config_schema());
   config.set("task", "text:path=" + path.string() + ",seq_len=32,vocab_size=320", "test");

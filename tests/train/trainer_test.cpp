@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -310,6 +311,120 @@ TEST(Trainer, EarlyStopAndSummary) {
     evals += e["split"] == "test";
   }
   EXPECT_EQ(evals, 1);
+}
+
+// A NaN written into one parameter after step 3 makes step 4's loss NaN: the run stops with an Error naming
+// the step and that parameter (the first non-finite tensor), and skipping cannot help, so it stops too.
+TEST(Trainer, NonFiniteParameterStopsTheRunNamingStepAndParameter) {
+  at::set_num_threads(1);
+  auto task = tiny_task();
+  for (bool skip : {false, true}) {
+    SCOPED_TRACE(skip ? "skip_nonfinite" : "default");
+    auto model = tiny_model(5);
+    const auto params = model->named_parameters();
+    const std::string victim = params.keys().back();
+    TrainConfig c = tiny_config(fresh_dir("nan_parameter"), 8);
+    c.skip_nonfinite = skip;
+    c.after_step = [&](int64_t step) {
+      torch::NoGradGuard no_grad;
+      if (step == 3) params[victim].view(-1)[0] = std::numeric_limits<double>::quiet_NaN();
+    };
+    try {
+      train(*model, task, c);
+      FAIL() << "expected an Error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("train: step 4: parameter '" + victim + "' is not finite"), std::string::npos) << m;
+      EXPECT_NE(m.find(skip ? "skipping steps cannot help" : "--skip-nonfinite skips such steps"), std::string::npos) << m;
+    }
+  }
+}
+
+// A gradient hook that turns one parameter's gradient into NaN for two backward passes (steps 3 and 4):
+// by default step 3 stops naming that gradient; with skip_nonfinite both updates are skipped (the
+// weights do not move), counted in the summary, summary.json and the checkpoint, and training goes on.
+TEST(Trainer, NonFiniteGradientStopsOrIsSkippedAndCounted) {
+  at::set_num_threads(1);
+  auto task = tiny_task();
+  for (bool skip : {false, true}) {
+    SCOPED_TRACE(skip ? "skip_nonfinite" : "default");
+    auto model = tiny_model(6);
+    const auto params = model->named_parameters();
+    const std::string victim = params.keys().front();
+    const auto dir = fresh_dir("nan_gradient");
+    TrainConfig c = tiny_config(dir, 8);
+    c.skip_nonfinite = skip;
+    auto poisoned = std::make_shared<int>(0);
+    std::map<int64_t, std::vector<torch::Tensor>> weights;  // after each step
+    c.after_step = [&, poisoned](int64_t step) {
+      std::vector<torch::Tensor> w;
+      for (const auto& p : model->parameters()) w.push_back(p.detach().clone());
+      weights[step] = w;
+      if (step == 2)
+        params[victim].register_hook([poisoned](torch::Tensor g) {
+          return (*poisoned)++ < 2 ? torch::full_like(g, std::numeric_limits<double>::quiet_NaN()) : g;
+        });
+    };
+    if (!skip) {
+      try {
+        train(*model, task, c);
+        FAIL() << "expected an Error";
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("train: step 3: the gradient of parameter '" + victim + "' is not finite"), std::string::npos) << m;
+      }
+      continue;
+    }
+    const TrainSummary s = train(*model, task, c);
+    EXPECT_EQ(s.steps_done, 8);
+    EXPECT_EQ(s.skipped_nonfinite, 2);
+    for (size_t i = 0; i < weights[2].size(); ++i) {
+      EXPECT_TRUE(torch::equal(weights[2][i], weights[3][i]));  // steps 3 and 4 were skipped
+      EXPECT_TRUE(torch::equal(weights[3][i], weights[4][i]));
+    }
+    EXPECT_FALSE(torch::equal(weights[4][0], weights[5][0]));  // step 5 trains again
+    for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+    const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+    EXPECT_EQ(summary["skipped_nonfinite"].get<int64_t>(), 2);
+    TrainerState state;
+    auto fresh = tiny_model(6);
+    ASSERT_TRUE(load_checkpoint(dir.string(), *fresh, nullptr, state));
+    EXPECT_EQ(state.skipped_nonfinite, 2);
+  }
+}
+
+// Found by fuzz/fuzz_checkpoint.cpp: a record naming a tensors file with a name too long for the file
+// system threw std::filesystem_error out of load_checkpoint. A record now names its own step's tensors.
+TEST(Checkpoint, ARecordNamingOtherTensorsIsAClearError) {
+  at::set_num_threads(1);
+  auto task = tiny_task();
+  const auto dir = fresh_dir("other_tensors");
+  auto model = tiny_model(4);
+  train(*model, task, tiny_config(dir, 5));
+  const auto record = dir / "checkpoints" / "step-00000005.json";
+  const std::string original = read_file(record.string());
+  for (const std::string& name : {std::string(5000, 'A'), std::string("step-00000004.safetensors")}) {
+    auto j = nlohmann::json::parse(original);
+    j["tensors"] = name;
+    write_file_atomically(record.string(), j.dump());
+    TrainerState state;
+    try {
+      load_checkpoint(dir.string(), *model, nullptr, state);
+      FAIL() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("names a tensors file other than its own"), std::string::npos) << e.what();
+    }
+  }
+  auto j = nlohmann::json::parse(original);
+  j["step"] = 4;
+  write_file_atomically(record.string(), j.dump());
+  TrainerState state;
+  try {
+    load_checkpoint(dir.string(), *model, nullptr, state);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("records step 4, not its own"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #pragma once
 // A byte-pair-encoding subword tokenizer (SentencePiece's BPE), trained by seqmix on a text or loaded
 // from a SentencePiece .model file. Text round-trips exactly: no normalisation, spaces kept as they are,
-// newlines mapped to one reserved piece, and characters the training text never showed fall back to
-// their UTF-8 bytes. SentencePiece runs in a plugin, libseqmix_sentencepiece.so, loaded on first use
+// newlines mapped to one reserved piece (U+E00A) and SentencePiece's space mark U+2581 to another
+// (U+E081), and characters the training text never showed fall back to their UTF-8 bytes. SentencePiece runs in a plugin, libseqmix_sentencepiece.so, loaded on first use
 // (src/io/sentencepiece/backend_api.h says why).
 #include <cstdint>
 #include <memory>
@@ -13,6 +13,8 @@ namespace seqmix {
 
 class Tokenizer {
  public:
+  // False in a sanitizer build, where the plugin cannot load (every call then throws Error saying so).
+  static bool available();
   // Trains a BPE vocabulary of vocab_size pieces (special and byte pieces included) on text.
   // Deterministic: the same text and size give the same model.
   static Tokenizer train(const std::string& text, int64_t vocab_size);
