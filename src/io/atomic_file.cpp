@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 #include <sstream>
 
 #include "seqmix/io/error.h"
@@ -84,6 +85,8 @@ int remove_stale_temporaries(const std::string& dir) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + path + ": it is a directory, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot read " + path + ": " + errno_text());
   std::ostringstream ss;

@@ -47,17 +47,26 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
     if ((", " + metric_label + ", ").find(", " + m + ", ") == std::string::npos)  // each metric named once
       metric_label += (metric_label.empty() ? "" : ", ") + m;
     std::ofstream train(tmp / ("train" + std::to_string(r) + ".dat")), test(tmp / ("test" + std::to_string(r) + ".dat"));
-    std::istringstream in(read_file(log.string()));
+    const std::string content = read_file(log.string());
+    std::istringstream in(content);
     std::string line;
-    int64_t points = 0;
+    int64_t points = 0, line_number = 0;
+    // A number, or NaN where the log holds none (JSON writes a NaN as null).
+    auto number = [](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; };
     while (std::getline(in, line)) {
+      ++line_number;
+      const bool torn_last = in.eof() && !content.empty() && content.back() != '\n';  // what a kill leaves
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.contains("step") || !j.contains("split") || !j.contains("loss")) continue;
+      if (j.is_discarded() || !j.is_object()) {
+        if (torn_last || line.empty()) continue;
+        throw Error("plot: " + log.string() + " line " + std::to_string(line_number) + " is not a JSON object");
+      }
+      if (!j.contains("step") || !j.contains("split") || !j.contains("loss") || !j["step"].is_number_integer()) continue;
       const auto step = j["step"].get<int64_t>();
       if (j["split"] == "train") {
-        train << step << " " << j["loss"].get<double>() << "\n";
+        train << step << " " << number(j["loss"]) << "\n";
       } else if (j["split"] == "test") {
-        test << step << " " << j["loss"].get<double>() << " " << (j.contains(m) ? j[m].get<double>() : NAN) << "\n";
+        test << step << " " << number(j["loss"]) << " " << (j.contains(m) ? number(j[m]) : NAN) << "\n";
       }
       ++points;
     }

@@ -133,6 +133,29 @@ add_test(NAME cli.resume_before_first_checkpoint
 set_tests_properties(cli.resume_before_first_checkpoint PROPERTIES LABELS fast TIMEOUT 120
   PASS_REGULAR_EXPRESSION "has no checkpoint yet: starting again from step 0.*final checkpoints are byte-identical")
 
+# Numerical faults: lr=1e30 sends the weights to ~1e30 in one step, so step 2's output overflows. By
+# default that stops the run naming the step and the first non-finite tensor; --skip-nonfinite skips and
+# counts the steps (all five that follow, as the weights never change again).
+set(SEQMIX_NONFINITE_RUN "train --task mad.in_context_recall:seq_len=16,num_train=32,num_test=8 --mixer softmax:heads=2 \
+--steps 6 --eval-every 3 --batch-size 4 --threads 1 --lr 1e30")
+add_test(NAME cli.nonfinite_step_stops_the_run COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/nonfinite && exec ${SEQMIX_EXPECT_ERROR} 'train: step 2: the model output is not finite \\(--skip-nonfinite skips such steps\\)' $<TARGET_FILE:seqmix> ${SEQMIX_NONFINITE_RUN} --out ${SEQMIX_CLI_TMP}/nonfinite")
+set_tests_properties(cli.nonfinite_step_stops_the_run PROPERTIES LABELS fast TIMEOUT 120)
+add_test(NAME cli.skip_nonfinite_counts_skipped_steps COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/skip_nonfinite && exec $<TARGET_FILE:seqmix> ${SEQMIX_NONFINITE_RUN} --skip-nonfinite --out ${SEQMIX_CLI_TMP}/skip_nonfinite")
+set_tests_properties(cli.skip_nonfinite_counts_skipped_steps PROPERTIES LABELS fast TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "train: step 2: the model output is not finite: skipped \\(1 so far\\).*skipped 5 steps whose loss or gradient was not finite")
+
+# Bad input of every kind the command line meets, enumerated (docs/reliability.md): one line, non-zero
+# exit, never a crash. The text cases need the tokenizer, which a sanitizer build lacks.
+add_test(NAME cli.bad_input_sweep
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/bad_input_sweep.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/sweep core)
+set_tests_properties(cli.bad_input_sweep PROPERTIES LABELS fast TIMEOUT 300 PASS_REGULAR_EXPRESSION "[0-9]+ cases, 0 failed")
+add_test(NAME cli.bad_input_sweep_text
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/bad_input_sweep.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/sweep_text text)
+set_tests_properties(cli.bad_input_sweep_text PROPERTIES LABELS "fast;tokenizer" TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "[0-9]+ cases, 0 failed")
+
 # ELA-GPT in miniature: ELA mixers, Hyper-Link with a causal Memory Lobe and label-biased MoE channel
 # mixers; the load-balance loss is logged next to the task loss, and an unknown ELA kernel is a clear error.
 set(SEQMIX_ELA_RUN ${SEQMIX_CLI_TMP}/tiny_ela_run)
@@ -165,18 +188,18 @@ add_test(NAME cli.tiny_text_generate_bad_temperature COMMAND ${SEQMIX_EXPECT_ERR
          $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_TEXT_RUN} --temperature -1)
 add_test(NAME cli.generate_needs_a_text_run COMMAND ${SEQMIX_EXPECT_ERROR} "generate needs a run of the text task"
          $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_RUN})
-set_tests_properties(cli.tiny_text_run_clean PROPERTIES FIXTURES_SETUP tiny_text_clean LABELS fast)
-set_tests_properties(cli.tiny_text_run PROPERTIES FIXTURES_REQUIRED tiny_text_clean FIXTURES_SETUP tiny_text_run LABELS fast
+set_tests_properties(cli.tiny_text_run_clean PROPERTIES FIXTURES_SETUP tiny_text_clean LABELS "fast;tokenizer")
+set_tests_properties(cli.tiny_text_run PROPERTIES FIXTURES_REQUIRED tiny_text_clean FIXTURES_SETUP tiny_text_run LABELS "fast;tokenizer"
   PASS_REGULAR_EXPRESSION "final loss [0-9.]+ \\(best")
-set_tests_properties(cli.tiny_text_run_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast)
-set_tests_properties(cli.tiny_text_generate PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast
+set_tests_properties(cli.tiny_text_run_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer")
+set_tests_properties(cli.tiny_text_generate PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer"
   PASS_REGULAR_EXPRESSION "--- sample 1 \\(checkpoint step 4\\)\nRomeo:.*--- sample 2")
-set_tests_properties(cli.tiny_text_generate_bad_temperature PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast)
+set_tests_properties(cli.tiny_text_generate_bad_temperature PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer")
 set_tests_properties(cli.generate_needs_a_text_run PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast)
 # eval and generate read the run's saved tokenizer.model (not a BPE trained again): a damaged one is named.
 add_test(NAME cli.tiny_text_reads_saved_tokenizer COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/tiny_text_copy && cp -r ${SEQMIX_TINY_TEXT_RUN} ${SEQMIX_CLI_TMP}/tiny_text_copy && echo damaged > ${SEQMIX_CLI_TMP}/tiny_text_copy/tokenizer.model && exec ${SEQMIX_EXPECT_ERROR} 'tiny_text_copy/tokenizer.model is not a SentencePiece model' $<TARGET_FILE:seqmix> generate --run ${SEQMIX_CLI_TMP}/tiny_text_copy --tokens 2")
-set_tests_properties(cli.tiny_text_reads_saved_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS fast)
+set_tests_properties(cli.tiny_text_reads_saved_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer")
 seqmix_cli_error(text_missing_file "cannot read the text file ${SEQMIX_CLI_TMP}/absent.txt"
                  train --task text:path=${SEQMIX_CLI_TMP}/absent.txt --steps 1 --out ${SEQMIX_CLI_TMP}/x6)
 seqmix_cli_error(generate_without_run "has no config.yaml" generate --run ${SEQMIX_CLI_TMP}/no_such_run)
