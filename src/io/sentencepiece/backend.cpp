@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -105,13 +106,11 @@ int seqmix_sp_train(const char* text, size_t text_len, int64_t vocab_size, const
 
 int seqmix_sp_load(const char* model, size_t model_len, void** handle, char** error) {
   try {
-    auto* p = new sentencepiece::SentencePieceProcessor();
+    // Owned until handed out: SentencePiece may throw from inside the load (the fuzzer found the leak).
+    auto p = std::make_unique<sentencepiece::SentencePieceProcessor>();
     const auto status = p->LoadFromSerializedProto(std::string(model, model_len));
-    if (!status.ok()) {
-      delete p;
-      return fail(error, status.message());
-    }
-    *handle = p;
+    if (!status.ok()) return fail(error, status.message());
+    *handle = p.release();
     return 0;
   } catch (const std::exception& e) {
     return fail(error, e.what());
