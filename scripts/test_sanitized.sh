@@ -13,8 +13,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" -j"$jobs"
 
-# Leaks are checked in seqmix's code; LibTorch's and OpenBLAS's process-lifetime caches are not ours
-# (scripts/sanitizer/lsan.supp lists them, each with its reason).
+# Leak detection is on. scripts/sanitizer/lsan.supp is where a third-party leak would be suppressed,
+# with its reason; none is needed today.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitizer/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
