@@ -117,13 +117,7 @@ std::string take_message(char* error) {
 
 }  // namespace
 
-bool Tokenizer::available() {
-#if defined(SEQMIX_SANITIZED) && !defined(SEQMIX_PLUGIN_WITHOUT_DEEPBIND)
-  return false;
-#else
-  return true;
-#endif
-}
+bool Tokenizer::available() { return kPluginUnavailable == nullptr; }
 
 Tokenizer Tokenizer::train(const std::string& text, int64_t vocab_size) {
   if (text.empty()) throw Error("tokenizer: cannot train on an empty text");

@@ -4,18 +4,12 @@
 #include "seqmix/io/error.h"
 #include "seqmix/io/printable.h"
 #include "seqmix/train/run.h"
+#include "support/error_of.h"
 
 namespace seqmix {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using seqmix::testing::error_of;
 
 TEST(Config, YamlOverridesAndPrecedence) {
   Config c(run_config_schema());

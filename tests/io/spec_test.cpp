@@ -2,6 +2,7 @@
 
 #include "seqmix/io/error.h"
 #include "seqmix/io/spec.h"
+#include "support/error_of.h"
 
 namespace seqmix {
 namespace {
@@ -12,14 +13,7 @@ std::vector<OptionInfo> declared() {
           OptionInfo::choice("feature", "relu", {"relu", "elu"}, "feature")};
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using seqmix::testing::error_of;
 
 TEST(Spec, ParsesNameAndOptionsInOrder) {
   const Spec s = Spec::parse(" fem:prior=softmax, flags=LT ,heads=4");

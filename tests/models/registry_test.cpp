@@ -4,18 +4,12 @@
 #include "seqmix/models/language_model.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/tasks/task.h"
+#include "support/error_of.h"
 
 namespace seqmix {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using seqmix::testing::error_of;
 
 TEST(Registry, EveryListedMixerBuildsWithItsDefaults) {
   for (const auto& info : mixer_infos()) {

@@ -17,6 +17,7 @@
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/schedule.h"
 #include "seqmix/train/trainer.h"
+#include "support/error_of.h"
 
 namespace seqmix {
 namespace {
@@ -63,15 +64,7 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return files;
 }
 
-// The message of the Error that f throws ("" when it throws none).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using seqmix::testing::error_of;
 
 TEST(Schedule, WarmupCosineAndStages) {
   Schedule s{1.0, 0.1, 4, 14};
