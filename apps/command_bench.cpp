@@ -15,8 +15,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "commands.h"
+#include "seqmix/dist/communicator.h"
+#include "seqmix/dist/launcher.h"
+#include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
 #include "seqmix/ops/impl.h"
 #include "seqmix/io/runtime.h"
@@ -32,6 +36,9 @@ struct BenchArgs {
   std::vector<std::string> configs;
   int repeats = 5, warmup = 2, threads = 0;
   bool backward = false, json = false, child_case = false;
+  std::string nproc;         // --nproc 1,2: data-parallel training of the --model mixer at each world size
+  bool child_dist = false;   // a worker of one of those jobs (started by bench itself)
+  std::string child_result;  // where rank 0 of that job writes its timings (JSON)
 };
 
 // One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option, a config);
@@ -406,10 +413,111 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
   std::printf("reference matmul: %.1f GFLOP/s (1024x1024 fp32, median of 7)\n", ref_gflops);
 }
 
+// --nproc: the one mixer case to time, fused when the mixer has both implementations and --impl names none.
+const PlannedCase& data_parallel_case(const BenchArgs& a, const BenchPlan& plan) {
+  if (a.model.empty()) throw Error("--nproc times data-parallel training of a mixer; give --model SPEC (not --op or --config)");
+  if (plan.cases.size() > 1 && !a.impl.empty()) throw Error("--nproc times one implementation; give --impl fused or --impl naive");
+  return plan.cases.front();
+}
+
+// A worker of a data-parallel bench job: joins it (the launcher's environment), times the step, and rank 0
+// writes the timings to --child-result.
+int run_data_parallel_worker(const BenchArgs& a, const BenchPlan& plan) {
+  const PlannedCase& c = data_parallel_case(a, plan);
+  const auto communicator = dist::Communicator::join(dist::InitOptions{});
+  int threads = a.threads;
+  if (threads == 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / communicator->local_world_size());
+  }
+  set_threads(threads);
+  const auto& s = plan.shape;
+  const DataParallelStepTimes times =
+      time_data_parallel_step(c.spec, s[0], s[1], s[2], *communicator, {a.warmup, a.repeats, true});
+  if (communicator->rank() == 0) {
+    const nlohmann::json j = {{"step_ms", times.step_ms}, {"all_reduce_ms", times.all_reduce_ms},
+                              {"parameters", times.parameters}, {"threads", threads}};
+    write_file_atomically(a.child_result, j.dump() + "\n");
+  }
+  return 0;
+}
+
+struct DataParallelResult {
+  int64_t processes = 0, threads = 0, parameters = 0;
+  double step_ms = 0, all_reduce_ms = 0;
+};
+
+// --nproc N,M,...: one job of N local workers per count, then the table and each count's throughput
+// against the first count's, all measured in this run.
+int run_data_parallel_bench(const BenchArgs& a, const BenchPlan& plan) {
+  const PlannedCase& c = data_parallel_case(a, plan);
+  std::vector<int64_t> counts;
+  try {
+    counts = parse_integer_list(a.nproc, "--nproc");
+  } catch (const Error&) {
+    throw Error("--nproc expects process counts separated by commas, e.g. 1,2; got '" + a.nproc + "'");
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 1 || counts[i] > 256) throw Error("--nproc " + std::to_string(counts[i]) + " must be in 1..256");
+    if (std::find(counts.begin(), counts.begin() + static_cast<long>(i), counts[i]) != counts.begin() + static_cast<long>(i))
+      throw Error("--nproc lists " + std::to_string(counts[i]) + " twice");
+  }
+  char path_template[] = "/tmp/seqmix-bench-XXXXXX";
+  const int fd = mkstemp(path_template);
+  if (fd < 0) throw Error(std::string("bench: cannot create a temporary file: ") + std::strerror(errno));
+  close(fd);
+  const std::string result_path = path_template;
+  std::vector<DataParallelResult> results;
+  for (int64_t n : counts) {
+    std::vector<std::string> args = {"bench", "--child-dist", "--child-result", result_path, "--model", c.spec,
+                                     "--shape", shape_text(plan.shape), "--repeats", std::to_string(a.repeats),
+                                     "--warmup", std::to_string(a.warmup), "--threads", std::to_string(a.threads)};
+    std::remove(result_path.c_str());
+    const int code = dist::run_local_workers("bench", args, static_cast<int>(n));
+    const auto j = nlohmann::json::parse(code == 0 ? read_file(result_path) : "", nullptr, false);
+    std::remove(result_path.c_str());
+    if (code != 0 || !j.is_object())
+      throw Error("bench: the data-parallel job of " + std::to_string(n) + " processes failed (its message is above)");
+    results.push_back({n, j["threads"].get<int64_t>(), j["parameters"].get<int64_t>(), j["step_ms"].get<double>(),
+                       j["all_reduce_ms"].get<double>()});
+  }
+  const double per_process_tokens = static_cast<double>(plan.shape[0] * plan.shape[1]);
+  auto tokens_per_s = [&](const DataParallelResult& r) { return per_process_tokens * r.processes / (r.step_ms / 1e3); };
+  if (a.json) {
+    for (const auto& r : results) {
+      nlohmann::ordered_json j;
+      j["model"] = c.spec;
+      j["impl"] = c.impl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.impl);
+      j["shape"] = plan.shape;
+      j["processes"] = r.processes;
+      j["threads_per_process"] = r.threads;
+      j["parameters"] = r.parameters;
+      j["step_ms"] = rounded(r.step_ms, 4);
+      j["all_reduce_ms"] = rounded(r.all_reduce_ms, 4);
+      j["tokens_per_s"] = std::llround(tokens_per_s(r));
+      std::printf("%s\n", j.dump().c_str());
+    }
+    return 0;
+  }
+  std::printf("mixer %s: data-parallel training step on [%s] per process (forward, backward, averaging of %lld "
+              "parameter gradients)\n",
+              c.spec.c_str(), shape_text(plan.shape).c_str(), static_cast<long long>(results.front().parameters));
+  std::printf("processes  threads each   step ms  all-reduce ms  tokens/s (all processes)\n");
+  for (const auto& r : results)
+    std::printf("%9lld  %12lld  %8.3f  %13.3f  %24.0f\n", static_cast<long long>(r.processes),
+                static_cast<long long>(r.threads), r.step_ms, r.all_reduce_ms, tokens_per_s(r));
+  for (size_t i = 1; i < results.size(); ++i)
+    std::printf("%lld processes: %.2fx the tokens/s of %lld\n", static_cast<long long>(results[i].processes),
+                tokens_per_s(results[i]) / tokens_per_s(results.front()), static_cast<long long>(results.front().processes));
+  return 0;
+}
+
 int run_bench(const BenchArgs& a) {
   const BenchPlan plan = make_plan(a);
   set_threads(a.threads);
   if (a.child_case) return run_child_case(a, plan);
+  if (a.child_dist) return run_data_parallel_worker(a, plan);
+  if (!a.nproc.empty()) return run_data_parallel_bench(a, plan);
   const double ref_gflops = matmul_gflops(1024);
   std::vector<CaseResult> results;
   for (const auto& c : plan.cases) results.push_back(run_case_in_child(a, plan, c));
@@ -443,7 +551,12 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_option("--repeats", a->repeats, "timed runs (the median is reported)")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--nproc", a->nproc,
+                  "with --model: time data-parallel training steps with each of these process counts, e.g. 1,2 "
+                  "(docs/distributed.md)");
   sub->add_flag("--child-case", a->child_case, "run one case in this process (used by bench itself)")->group("");
+  sub->add_flag("--child-dist", a->child_dist, "be a worker of a --nproc job (used by bench itself)")->group("");
+  sub->add_option("--child-result", a->child_result, "where a --nproc job's rank 0 writes its timings")->group("");
   sub->callback([&action, a] { action = [a] { return run_bench(*a); }; });
 }
 

@@ -3,11 +3,15 @@
 
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "commands.h"
+#include "seqmix/dist/communicator.h"
+#include "seqmix/dist/launcher.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/runtime.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
 
@@ -19,6 +23,10 @@ struct TrainArgs {
   std::string config_file, out, resume;
   std::vector<std::string> overrides, mixers;
   std::map<std::string, std::string> flag_values;  // config key -> value, for the flags given
+  int nproc = 0;                                   // > 0: launch this many local workers
+  std::string dist_init;                           // env:// or file://PATH: join a job as one worker
+  std::optional<int> rank, world_size;             // for file://
+  int dist_timeout = 300;                          // seconds
 };
 
 std::string default_run_dir(const std::string& task_spec) {
@@ -46,7 +54,9 @@ int report(const Run& run, const TrainSummary& s) {
   return 0;
 }
 
-int run_train(const TrainArgs& a) {
+// The configuration of the run to train: a new one from the arguments, or a run directory's config.yaml
+// (--resume). `dir` gets the run directory.
+Config run_configuration(const TrainArgs& a, std::string& dir) {
   Config config(run_config_schema());
   if (!a.resume.empty()) {
     const bool only_threads = a.flag_values.empty() || (a.flag_values.size() == 1 && a.flag_values.count("threads"));
@@ -56,25 +66,93 @@ int run_train(const TrainArgs& a) {
     if (!fs::exists(cfg)) throw Error("run directory " + a.resume + " has no config.yaml to resume from");
     config.merge_yaml_file(cfg.string());
     if (a.flag_values.count("threads")) config.set("threads", a.flag_values.at("threads"), "command line");
-    Run run = build_run(config, a.resume);
-    run.train.resume = true;
-    print_header(run, a.resume);
-    return report(run, train(*run.model, *run.task, run.train));
+    dir = a.resume;
+    return config;
   }
   if (!a.config_file.empty()) config.merge_yaml_file(a.config_file);
   for (const auto& [key, value] : a.flag_values) config.set(key, value, "command line");
   if (!a.mixers.empty()) config.set("mixer", join_list(a.mixers), "command line");
   for (const auto& o : a.overrides) config.apply_override(o);
-  const std::string dir = a.out.empty() ? default_run_dir(config.text("task")) : a.out;
+  dir = a.out.empty() ? default_run_dir(config.text("task")) : a.out;
+  return config;
+}
+
+void refuse_existing_run(const std::string& dir) {
   if (fs::exists(fs::path(dir) / "config.yaml") || !list_checkpoints(dir).empty())
     throw Error("run directory " + dir + " already holds a run; continue it with --resume " + dir +
                 " or choose another --out");
-  Run run = build_run(config, dir);
+}
+
+// A new run's directory: its resolved config.yaml and the task's artifacts (the tokenizer of a text run).
+void start_run_directory(const Config& config, const Run& run, const std::string& dir) {
   fs::create_directories(dir);
   write_file_atomically((fs::path(dir) / "config.yaml").string(), config.to_yaml());
   for (const auto& [file, content] : run.task->artifacts()) write_file_atomically((fs::path(dir) / file).string(), content);
-  print_header(run, dir);
-  return report(run, train(*run.model, *run.task, run.train));
+}
+
+// --nproc N: checks the run and writes its directory once, then starts N workers that continue it
+// (`train --resume DIR`: a run with no checkpoint starts at step 0) as one data-parallel job.
+int launch_workers(const TrainArgs& a) {
+  if (!a.dist_init.empty() || dist::launched_distributed())
+    throw Error("--nproc starts its own workers; leave out --dist-init, and do not combine it with torchrun");
+  if (a.rank || a.world_size) throw Error("--rank and --world-size belong to --dist-init file://PATH, not --nproc");
+  std::string dir;
+  {
+    Config config = run_configuration(a, dir);
+    const bool resume = !a.resume.empty();
+    if (!resume) refuse_existing_run(dir);
+    Run run = build_run(config, dir);  // every spec is checked here, once, before a worker starts
+    if (run.train.batch_size % a.nproc != 0)
+      throw Error("train: the batch size " + std::to_string(run.train.batch_size) + " does not split evenly over " +
+                  std::to_string(a.nproc) + " processes; choose a multiple of " + std::to_string(a.nproc));
+    if (!resume) start_run_directory(config, run, dir);
+  }
+  std::vector<std::string> arguments = {"train", "--resume", dir, "--dist-timeout", std::to_string(a.dist_timeout)};
+  if (a.flag_values.count("threads")) arguments.insert(arguments.end(), {"--threads", a.flag_values.at("threads")});
+  return dist::run_local_workers("train", arguments, a.nproc);
+}
+
+// The process group of a worker: torchrun's variables, --dist-init, or none (one process).
+std::shared_ptr<dist::Communicator> join_job(const TrainArgs& a) {
+  if (a.dist_init.empty() && !dist::launched_distributed()) {
+    if (a.rank || a.world_size) throw Error("--rank and --world-size belong to --dist-init file://PATH");
+    return nullptr;
+  }
+  dist::InitOptions options;
+  options.init_method = a.dist_init.empty() ? "env://" : a.dist_init;
+  options.rank = a.rank;
+  options.world_size = a.world_size;
+  options.timeout = std::chrono::seconds(a.dist_timeout);
+  return dist::Communicator::join(options);
+}
+
+// Workers on one machine share its cores, unless the run names its thread count.
+void share_cores(const Config& config, const dist::Communicator& communicator) {
+  if (config.integer("threads") != 0 || communicator.local_world_size() <= 1) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_threads(std::max(1, cores / communicator.local_world_size()));
+}
+
+int run_train(const TrainArgs& a) {
+  if (a.dist_timeout < 1) throw Error("--dist-timeout must be at least 1 second");
+  if (a.nproc > 0) return launch_workers(a);
+  const auto communicator = join_job(a);
+  const bool rank0 = !communicator || communicator->rank() == 0;
+  if (communicator && a.resume.empty() && a.out.empty())
+    throw Error("a distributed run needs --out DIR (or --resume DIR), the same directory on every rank");
+  std::string dir;
+  Config config = run_configuration(a, dir);
+  const bool resume = !a.resume.empty();
+  // Rank 0 alone checks and writes the directory: the others would see its config.yaml.
+  if (!resume && rank0) refuse_existing_run(dir);
+  Run run = build_run(config, dir);
+  run.train.resume = resume;
+  run.train.communicator = communicator;
+  if (communicator) share_cores(config, *communicator);
+  if (!resume && rank0) start_run_directory(config, run, dir);
+  if (rank0) print_header(run, dir);
+  const TrainSummary summary = train(*run.model, *run.task, run.train);
+  return rank0 ? report(run, summary) : 0;
 }
 
 }  // namespace
@@ -103,6 +181,15 @@ void add_train_command(CLI::App& app, Action& action) {
   for (const auto& [flag, key, help] : flags)
     sub->add_option_function<std::string>(
         flag, [a, key = key](const std::string& v) { a->flag_values[key] = v; }, help + " [config key " + key + "]");
+  sub->add_option("--nproc", a->nproc, "run as N data-parallel worker processes on this machine (docs/distributed.md)")
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--dist-init", a->dist_init,
+                  "join a data-parallel job: env:// (torchrun's variables, the default under torchrun) or file://PATH");
+  sub->add_option("--rank", a->rank, "this worker's rank, with --dist-init file://PATH (default: $RANK)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--world-size", a->world_size, "the number of workers, with --dist-init file://PATH (default: $WORLD_SIZE)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--dist-timeout", a->dist_timeout,
+                  "seconds a worker waits for the others (joining, every collective) before it gives up (default 300)");
   sub->add_flag_callback(
       "--skip-nonfinite", [a] { a->flag_values["train.skip_nonfinite"] = "true"; },
       "skip and count steps whose loss or gradient is NaN or Inf instead of stopping [config key train.skip_nonfinite]");

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "seqmix/dist/communicator.h"
+#include "seqmix/dist/gradient_averager.h"
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
 #include "seqmix/io/spec.h"
@@ -302,5 +304,62 @@ double peak_resident_mib() {
   }
   return 0;
 }
+
+DataParallelStepTimes time_data_parallel_step(const std::string& spec, int64_t batch, int64_t length, int64_t dim,
+                                              dist::Communicator& communicator, const BenchSettings& settings) {
+  torch::manual_seed(0);
+  MixerContext context;
+  context.dim = dim;
+  context.max_len = length;
+  const Mixer mixer = build_mixer(spec, context);
+  // Each rank its own data; the weights are rank 0's, as in training.
+  torch::manual_seed(1000 + static_cast<uint64_t>(communicator.rank()));
+  const auto x = torch::randn({batch, length, dim});
+  const auto upstream = torch::randn({batch, length, dim});
+  std::vector<at::Tensor> parameters = mixer->parameters();
+  {
+    torch::NoGradGuard no_grad;
+    communicator.broadcast(parameters, "the mixer's weights");
+  }
+  // Shared ownership for the averager without owning the caller's communicator.
+  std::shared_ptr<dist::Communicator> shared(&communicator, [](dist::Communicator*) {});
+  dist::GradientAverager averager(shared, parameters);
+  auto synchronise = [&] {
+    auto token = torch::zeros({1});
+    communicator.all_reduce_sum(token, "a synchronisation token");
+  };
+
+  using Clock = std::chrono::steady_clock;
+  auto ms_between = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+  };
+  std::vector<double> steps, all_reduces;
+  for (int i = 0; i < settings.warmup + settings.repeats; ++i) {
+    for (auto& p : parameters) p.mutable_grad() = at::Tensor();
+    synchronise();
+    const auto start = Clock::now();
+    mixer->forward(x).backward(upstream);
+    const auto backward_done = Clock::now();
+    averager.average();
+    synchronise();
+    const auto end = Clock::now();
+    if (i < settings.warmup) continue;
+    steps.push_back(ms_between(start, end));
+    all_reduces.push_back(ms_between(backward_done, end));
+  }
+  for (const auto& p : parameters)
+    if (p.grad().defined() && !torch::isfinite(p.grad()).all().item<bool>())
+      throw Error("bench: mixer " + spec + " gave a non-finite gradient");
+  DataParallelStepTimes times;
+  times.step_ms = median(steps);
+  times.all_reduce_ms = median(all_reduces);
+  for (const auto& p : parameters) times.parameters += p.numel();
+  return times;
+}
+
 
 }  // namespace seqmix

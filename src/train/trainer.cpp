@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "seqmix/dist/communicator.h"
+#include "seqmix/dist/gradient_averager.h"
+#include "seqmix/dist/metric_reduction.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
 #include "seqmix/train/checkpoint.h"
@@ -86,20 +89,25 @@ bool parameters_finite(SequenceModelImpl& model) {
 
 }  // namespace
 
-Metrics evaluate(SequenceModelImpl& model, Task& task) {
+Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   const Batch& test = task.test_set();
   const int64_t bs = task.eval_batch_size();
+  const int64_t world = communicator ? communicator->world_size() : 1;
+  const int64_t rank = communicator ? communicator->rank() : 0;
   MetricSums sums;
-  for (int64_t b = 0; b < test.size(); b += bs) {
+  // The same batches as one process, dealt round-robin: per-batch metrics (MAD's macro recall) add up alike.
+  for (int64_t b = 0, index = 0; b < test.size(); b += bs, ++index) {
+    if (index % world != rank) continue;
     Batch batch = test.rows(b, std::min(test.size(), b + bs));
     auto out = model.forward(batch.inputs);
     const double n = static_cast<double>(batch.size());
     sums.add("loss", task.loss(out, batch).item<double>() * n, n);
     task.add_metrics(out, batch, sums);
   }
+  if (communicator) sums = dist::all_reduce_metric_sums(*communicator, sums);
   model.train(was_training);
   return sums.values();
 }
@@ -108,8 +116,16 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   if (config.steps < 1) throw Error("train: steps must be >= 1");
   if (config.batch_size < 1) throw Error("train: batch size must be >= 1");
   if (config.resume && config.out_dir.empty()) throw Error("train: resuming needs a run directory");
+  dist::Communicator* communicator = config.communicator.get();
+  const int64_t world = communicator ? communicator->world_size() : 1;
+  const int64_t rank = communicator ? communicator->rank() : 0;
+  if (config.batch_size % world != 0)
+    throw Error("train: the batch size " + std::to_string(config.batch_size) + " does not split evenly over " +
+                std::to_string(world) + " processes; choose a multiple of " + std::to_string(world));
+  const int64_t shard = config.batch_size / world;  // this rank's rows of every global batch
   const auto wall_start = Clock::now();
-  const bool writing = !config.out_dir.empty();
+  const bool writing = !config.out_dir.empty() && rank == 0;  // only rank 0 writes the run directory
+  const bool quiet = config.quiet || rank != 0;
   const fs::path run_dir(config.out_dir);
   const fs::path metrics_path = run_dir / "metrics.jsonl";
 
@@ -118,11 +134,28 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   if (config.resume) {
     // A run stopped before its first checkpoint starts again from step 0: its weights come from the seed
     // and its batches from the step, so that is the same run.
-    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state) && !config.quiet)
+    // Every rank reads the checkpoint (the optimizer state too, which is the same on every rank).
+    // A directory with no checkpoint and no log is a run that has not started (seqmix train --nproc).
+    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state) && !quiet && fs::exists(metrics_path))
       std::printf("run %s has no checkpoint yet: starting again from step 0\n", config.out_dir.c_str());
-    truncate_metrics_log(metrics_path, state.step);
-    remove_stale_temporaries(config.out_dir);  // the files of writes a kill cut short
-    remove_stale_temporaries((run_dir / "checkpoints").string());
+    if (writing) {
+      truncate_metrics_log(metrics_path, state.step);
+      remove_stale_temporaries(config.out_dir);  // the files of writes a kill cut short
+      remove_stale_temporaries((run_dir / "checkpoints").string());
+    }
+  }
+  std::unique_ptr<dist::GradientAverager> averager;
+  if (communicator) {
+    communicator->check_same(model.parameter_count(), "the number of model parameters (every rank must build the same model)");
+    communicator->check_same(state.step, "the step to start from");
+    // Every rank starts from rank 0's weights and buffers.
+    std::vector<at::Tensor> tensors = model.parameters();
+    for (const auto& buffer : model.buffers()) tensors.push_back(buffer);
+    {
+      torch::NoGradGuard no_grad;
+      communicator->broadcast(tensors, "the initial weights");
+    }
+    averager = std::make_unique<dist::GradientAverager>(config.communicator, model.parameters());
   }
 
   std::ofstream metrics_log;
@@ -155,7 +188,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   // lr and grad_norm are those of the step just taken; tokens_per_s is the evaluation's own throughput.
   auto run_eval = [&](int64_t step, double lr, double grad_norm) {
     const auto eval_start = Clock::now();
-    Metrics m = evaluate(model, task);
+    Metrics m = evaluate(model, task, communicator);
     const double eval_tokens = static_cast<double>(task.test_set().size() * task.seq_len());
     state.final_metrics = m;
     if (m.count(select) && (state.best_metrics.empty() || better(m[select], state.best_metrics[select], select_higher))) {
@@ -169,7 +202,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     j["grad_norm"] = grad_norm;
     j["tokens_per_s"] = eval_tokens / std::max(1e-9, seconds_since(eval_start));
     log(j);
-    if (!config.quiet) {
+    if (!quiet) {
       char buf[200];
       int n = std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f", static_cast<long long>(step),
                             m.count("loss") ? m["loss"] : NAN);
@@ -189,20 +222,32 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     const double lr = schedule.lr_at(step);
     set_learning_rate(*optimizer, lr);
     Batch batch = task.train_batch(step, config.batch_size);
+    if (world > 1) batch = batch.rows(rank * shard, (rank + 1) * shard);
     optimizer->zero_grad();
     auto out = model.forward(batch.inputs);
     auto loss = task.loss(out, batch);
     // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
     const auto aux = model.auxiliary_loss();
-    const double loss_value = loss.item<double>();
-    const double aux_value = aux.defined() ? aux.item<double>() : 0.0;
+    const double local_loss = loss.item<double>();
+    const double local_aux = aux.defined() ? aux.item<double>() : 0.0;
+    // The mean over the ranks: what is logged, and non-finite on every rank when it is on one.
+    double loss_value = local_loss, aux_value = local_aux;
+    if (communicator) {
+      auto losses = torch::tensor({local_loss, local_aux}, torch::kFloat64);
+      communicator->all_reduce_sum(losses, "the loss");
+      loss_value = losses[0].item<double>() / static_cast<double>(world);
+      aux_value = losses[1].item<double>() / static_cast<double>(world);
+    }
     // A NaN or Inf in the loss or in a gradient stops the run, or with skip_nonfinite skips the update.
     std::string nonfinite;
     double grad_norm = 0;
     if (!std::isfinite(loss_value) || !std::isfinite(aux_value)) {
-      nonfinite = first_nonfinite_of_forward(model, out, loss_value, aux_value);
+      nonfinite = std::isfinite(local_loss) && std::isfinite(local_aux)
+                      ? "the loss on another rank is not finite (that rank names the tensor)"
+                      : first_nonfinite_of_forward(model, out, local_loss, local_aux);
     } else {
       (aux.defined() ? loss + aux : loss).backward();
+      if (averager) averager->average();
       grad_norm = global_grad_norm(model);
       if (!std::isfinite(grad_norm)) nonfinite = first_nonfinite_gradient(model);
     }
@@ -214,7 +259,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       state.skipped_nonfinite += 1;
       state.step = step + 1;
       log({{"step", state.step}, {"split", "train"}, {"skipped_nonfinite", state.skipped_nonfinite}, {"reason", nonfinite}});
-      if (!config.quiet) progress.line(what + ": skipped (" + std::to_string(state.skipped_nonfinite) + " so far)");
+      if (!quiet) progress.line(what + ": skipped (" + std::to_string(state.skipped_nonfinite) + " so far)");
     } else {
       interval_aux += aux_value;
       if (config.grad_clip > 0 && grad_norm > config.grad_clip) {
@@ -227,7 +272,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       state.step = step + 1;
       interval_loss += loss_value;
       interval_steps += 1;
-      interval_tokens += batch.size() * task.seq_len();
+      interval_tokens += config.batch_size * task.seq_len();  // the global batch
     }
 
     const bool last = state.step == config.steps;
@@ -239,6 +284,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
         torch::NoGradGuard no_grad;
         task.add_metrics(out.detach(), batch, train_sums);
       }
+      if (communicator) train_sums = dist::all_reduce_metric_sums(*communicator, train_sums);
       Metrics train_metrics = train_sums.values();
       nlohmann::json j = to_json(train_metrics);
       j["step"] = state.step;
@@ -249,7 +295,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       j["grad_norm"] = grad_norm;
       j["tokens_per_s"] = tps;
       log(j);
-      if (!config.quiet)
+      if (!quiet)
         progress.update(state.step, interval_loss / static_cast<double>(interval_steps), metric,
                         train_metrics.count(metric) ? train_metrics[metric] : NAN, tps);
       interval_start = Clock::now();
@@ -262,7 +308,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       if (config.target > 0 && m.count(metric) && (higher ? m[metric] >= config.target : m[metric] <= config.target) &&
           !last) {
         state.stopped_early = true;
-        if (!config.quiet) progress.line("target " + metric + " reached: stopping early");
+        if (!quiet) progress.line("target " + metric + " reached: stopping early");
       }
     }
     if (last || state.stopped_early || (checkpoint_every > 0 && state.step % checkpoint_every == 0)) checkpoint();
@@ -291,6 +337,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     s["stopped_early"] = summary.stopped_early;
     s["skipped_nonfinite"] = summary.skipped_nonfinite;
     s["parameters"] = summary.parameters;
+    s["processes"] = world;
     s["wall_seconds"] = summary.wall_seconds;
     write_file_atomically((run_dir / "summary.json").string(), s.dump(2) + "\n");
   }

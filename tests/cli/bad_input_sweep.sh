@@ -125,6 +125,21 @@ if [ "$group" = core ]; then
   expect bench_unknown_impl "impl" bench --op attention --shape 1,4,1,2,2 --impl turbo
   expect mad_unknown_task "unknown task|nope" mad --task nope --mixer softmax --out "$W/m"
   expect generate_not_text "generate needs a run of the text task" generate --run "$W/run"
+
+  # Data-parallel arguments (docs/distributed.md).
+  expect nproc_zero "nproc" "${train[@]}" --nproc 0 --out "$W/r"
+  expect nproc_uneven_batch "batch size 4 does not split evenly over 3 processes" "${train[@]}" --nproc 3 --out "$W/r"
+  expect nproc_with_dist_init "--nproc starts its own workers" "${train[@]}" --nproc 2 --dist-init "file://$W/s" --out "$W/r"
+  expect rank_without_dist_init "--rank and --world-size belong to --dist-init" "${train[@]}" --rank 1 --out "$W/r"
+  expect dist_init_unknown "unknown init method 'tcp://x'" "${train[@]}" --dist-init tcp://x --rank 0 --world-size 2 --out "$W/r"
+  expect dist_init_no_world_size "WORLD_SIZE is not set" "${train[@]}" --dist-init "file://$W/s" --rank 0 --out "$W/r"
+  expect dist_rank_out_of_range "rank 2 must be in 0..1" "${train[@]}" --dist-init "file://$W/s" --rank 2 --world-size 2 --out "$W/r"
+  export WORLD_SIZE=2 RANK=one  # as a broken launcher would set them
+  expect dist_env_not_integer "RANK='one' is not an integer" "${train[@]}" --out "$W/r"
+  unset WORLD_SIZE RANK
+  expect dist_join_timeout "could not join the job of 2 at file://$W/s2: .*after 1 s" "${train[@]}" --dist-init "file://$W/s2" --rank 0 --world-size 2 --dist-timeout 1 --out "$W/r"
+  expect bench_nproc_without_model "give --model SPEC" bench --op attention --shape 1,4,1,2,2 --nproc 2
+  expect bench_nproc_twice "lists 2 twice" bench --model gla --shape 1,4,8 --nproc 2,2
 else
   # Text files and tokenizers.
   text_task() { echo "text:path=$1,seq_len=8,vocab_size=300"; }

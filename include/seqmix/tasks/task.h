@@ -28,6 +28,8 @@ class MetricSums {
  public:
   void add(const std::string& name, double sum, double weight);
   std::map<std::string, double> values() const;
+  // name -> (sum, weight), for combining the sums of several processes.
+  const std::map<std::string, std::pair<double, double>>& entries() const { return sums_; }
 
  private:
   std::map<std::string, std::pair<double, double>> sums_;

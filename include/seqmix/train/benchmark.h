@@ -9,6 +9,9 @@
 #include <vector>
 
 namespace seqmix {
+namespace dist {
+class Communicator;
+}
 
 // B, T, H, dk, dv of an op benchmark; ops on [B,T,C] channels use C = H*dv.
 struct OpShape {
@@ -81,6 +84,19 @@ BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const
 std::optional<double> op_forward_flops(const std::string& op, const OpShape& shape);
 // Forward+backward flops by convention: 3.5 x the forward's (the backward as 2.5 forwards).
 constexpr double kForwardBackwardFlopFactor = 3.5;
+
+// `seqmix bench --model SPEC --nproc N`: data-parallel training of a mixer. Every rank holds its own randn
+// [batch, length, dim] input and the same mixer (rank 0's weights); one step is forward, backward and the
+// averaging of the parameter gradients over the ranks (dist::GradientAverager), so N ranks train on
+// N x batch sequences per step (weak scaling).
+struct DataParallelStepTimes {
+  double step_ms = 0;       // median step, measured on rank 0 between two synchronisations of all ranks
+  double all_reduce_ms = 0; // median time of the gradient averaging within the step (incl. waiting for peers)
+  int64_t parameters = 0;   // the mixer's parameter count (what the all-reduce carries)
+};
+
+DataParallelStepTimes time_data_parallel_step(const std::string& spec, int64_t batch, int64_t length, int64_t dim,
+                                              dist::Communicator& communicator, const BenchSettings& settings);
 
 // This process's peak resident memory (VmHWM) in MiB; 0 when /proc is unavailable.
 double peak_resident_mib();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "seqmix/models/sequence_model.h"
@@ -13,6 +14,9 @@
 #include "seqmix/train/optimizer.h"
 
 namespace seqmix {
+namespace dist {
+class Communicator;
+}
 
 struct TrainConfig {
   int64_t steps = 1000;
@@ -35,6 +39,11 @@ struct TrainConfig {
   // first non-finite tensor; with skip_nonfinite the step's update is skipped and counted instead.
   bool skip_nonfinite = false;
   std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
+  // Data parallel over the communicator's ranks (null: one process). batch_size stays the global batch:
+  // rank r takes rows [r b, (r+1) b) of every batch, b = batch_size / world size, and gradients are averaged
+  // over the ranks, so the run follows one process's trajectory with the same batch and resumes with any
+  // world size. Weights start from rank 0's; the test set is split by batches; only rank 0 writes out_dir.
+  std::shared_ptr<dist::Communicator> communicator;
   // Called after every optimizer step with the number of steps done (tests use it to interrupt a run).
   std::function<void(int64_t)> after_step;
 };
@@ -52,8 +61,10 @@ struct TrainSummary {
   double wall_seconds = 0;
 };
 
-// Evaluates model on the task's test set (no gradients): the task's metrics plus "loss".
-Metrics evaluate(SequenceModelImpl& model, Task& task);
+// Evaluates model on the task's test set (no gradients): the task's metrics plus "loss". With a
+// communicator, rank r evaluates the batches i with i mod world_size = r and the sums are combined, which
+// gives what one process evaluating every batch reports.
+Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator = nullptr);
 
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config);
 

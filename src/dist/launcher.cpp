@@ -1,0 +1,162 @@
+#include "seqmix/dist/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "seqmix/io/error.h"
+
+namespace seqmix::dist {
+namespace {
+
+volatile sig_atomic_t g_forwarded_signal = 0;
+
+void remember_signal(int signal_number) { g_forwarded_signal = signal_number; }
+
+// A loopback port free right now: the kernel picks it for a socket bound to port 0. Rank 0's store binds
+// it moments later.
+int free_loopback_port(const std::string& command) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(command + " --nproc: cannot open a socket: " + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t size = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) throw Error(command + " --nproc: cannot find a free loopback port: " + std::strerror(error));
+  return ntohs(address.sin_port);
+}
+
+std::string this_program(const std::string& command) {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Error(command + " --nproc: cannot find this program's path (/proc/self/exe)");
+  return std::string(path, static_cast<size_t>(n));
+}
+
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status)) {
+    const int s = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(s) + " (" + strsignal(s) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+bool failed(int status) { return WIFSIGNALED(status) || WEXITSTATUS(status) != 0; }
+
+}  // namespace
+
+int run_local_workers(const std::string& command, const std::vector<std::string>& arguments, int nproc,
+                      std::chrono::seconds grace) {
+  if (nproc < 1 || nproc > 256) throw Error(command + ": --nproc " + std::to_string(nproc) + " must be in 1..256");
+  const std::string program = this_program(command);
+  const std::string port = std::to_string(free_loopback_port(command));
+  const pid_t launcher = ::getpid();
+  std::fflush(stdout);
+  std::fflush(stderr);
+
+  std::vector<pid_t> workers(static_cast<size_t>(nproc), -1);
+  for (int rank = 0; rank < nproc; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t w : workers)
+        if (w > 0) ::kill(w, SIGKILL);
+      throw Error(command + " --nproc: cannot start a worker: " + std::strerror(errno));
+    }
+    if (pid == 0) {
+      // The worker dies with its launcher, even one killed with SIGKILL.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) std::_Exit(1);
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(program.c_str()));
+      for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(program.c_str(), argv.data());
+      std::fprintf(stderr, "seqmix: error: %s --nproc: cannot run %s: %s\n", command.c_str(), program.c_str(), std::strerror(errno));
+      std::_Exit(127);
+    }
+    workers[static_cast<size_t>(rank)] = pid;
+  }
+
+  // SIGINT/SIGTERM to the launcher: passed on to the workers, which then end the job themselves.
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  auto rank_of = [&](pid_t pid) {
+    for (size_t r = 0; r < workers.size(); ++r)
+      if (workers[r] == pid) return static_cast<int>(r);
+    return -1;
+  };
+  int running = nproc;
+  std::string first_failure;
+  bool stopping = false, stopped_others = false;
+  auto stop_the_others = [&](int signal_number) {
+    for (pid_t w : workers)
+      if (w > 0) ::kill(w, signal_number);
+  };
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (running > 0) {
+    if (g_forwarded_signal != 0) {
+      stop_the_others(g_forwarded_signal);
+      if (first_failure.empty()) first_failure = std::string("the launcher received ") + strsignal(g_forwarded_signal);
+      g_forwarded_signal = 0;
+      stopping = true;
+      deadline = std::chrono::steady_clock::now() + grace;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, stopping ? WNOHANG : 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // no child left
+    }
+    if (pid == 0) {  // stopping: the others have not ended yet
+      if (std::chrono::steady_clock::now() > deadline) stop_the_others(SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    const int rank = rank_of(pid);
+    if (rank < 0) continue;
+    workers[static_cast<size_t>(rank)] = -1;
+    --running;
+    if (failed(status) && first_failure.empty()) {
+      first_failure = "worker rank " + std::to_string(rank) + " of " + std::to_string(nproc) + " " + how_it_ended(status);
+      if (running > 0) {
+        stop_the_others(SIGTERM);
+        stopped_others = true;
+        stopping = true;
+        deadline = std::chrono::steady_clock::now() + grace;
+      }
+    }
+  }
+  if (first_failure.empty()) return 0;
+  std::fprintf(stderr, "seqmix: error: %s --nproc %d: %s%s\n", command.c_str(), nproc, first_failure.c_str(),
+               stopped_others ? "; the other workers were stopped" : "");
+  return 1;
+}
+
+}  // namespace seqmix::dist
