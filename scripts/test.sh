@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 deps_installed() {
   local p
   for p in libtorch-dev libopenblas0-pthread libgloo-dev libgtest-dev libbenchmark-dev libcli11-dev \
-           libyaml-cpp-dev nlohmann-json3-dev libsentencepiece-dev gnuplot-nox; do
+           libyaml-cpp-dev nlohmann-json3-dev libsentencepiece-dev gnuplot-nox python3-torch; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
   done
 }

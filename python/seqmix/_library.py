@@ -1,0 +1,48 @@
+"""Finds libseqmix_ops.so and registers its operators (torch.ops.seqmix.*) with PyTorch."""
+import os
+
+import torch
+
+_NAME = "libseqmix_ops.so"
+_loaded_path = None
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.environ.get("SEQMIX_OPS_LIBRARY"):
+        yield os.environ["SEQMIX_OPS_LIBRARY"]
+        return
+    yield os.path.join(here, _NAME)  # installed next to the package
+    yield os.path.join(here, "..", "..", "build", _NAME)  # this checkout's build/ (scripts/setup.sh builds it)
+
+
+def library_path():
+    """The path of the libseqmix_ops.so this package loaded."""
+    return _loaded_path
+
+
+def load_library():
+    """Loads libseqmix_ops.so once: $SEQMIX_OPS_LIBRARY, else next to this package, else the checkout's build/.
+
+    The library must be built against the LibTorch of the running torch (Debian's python3-torch with the
+    Debian build; pip torch 2.x with a build against its bundled LibTorch, docs/python.md)."""
+    global _loaded_path
+    if _loaded_path is not None:
+        return _loaded_path
+    tried = []
+    for path in _candidates():
+        path = os.path.normpath(path)
+        tried.append(path)
+        if os.path.isfile(path):
+            try:
+                torch.ops.load_library(path)
+            except OSError as error:
+                raise ImportError(
+                    f"seqmix: cannot load {path}: {error} (was it built against this torch, {torch.__version__}?)"
+                ) from error
+            _loaded_path = path
+            return path
+    raise ImportError(
+        "seqmix: libseqmix_ops.so not found (looked at " + ", ".join(tried) + "); build it with "
+        "`cmake --build build --target seqmix_ops` or set SEQMIX_OPS_LIBRARY to its path"
+    )
