@@ -118,6 +118,8 @@ std::shared_ptr<dist::Communicator> join_job(const TrainArgs& a) {
     if (a.rank || a.world_size) throw Error("--rank and --world-size belong to --dist-init file://PATH");
     return nullptr;
   }
+  if ((a.rank || a.world_size) && a.dist_init.rfind("file://", 0) != 0)
+    throw Error("--rank and --world-size belong to --dist-init file://PATH (under torchrun they come from it)");
   dist::InitOptions options;
   options.init_method = a.dist_init.empty() ? "env://" : a.dist_init;
   options.rank = a.rank;
@@ -143,13 +145,15 @@ int run_train(const TrainArgs& a) {
   std::string dir;
   Config config = run_configuration(a, dir);
   const bool resume = !a.resume.empty();
+  // torchrun restarting a failed job runs the same command again: the run continues from its checkpoint.
+  const bool restarted = communicator && dist::restarted_by_torchrun();
   // Rank 0 alone checks and writes the directory: the others would see its config.yaml.
-  if (!resume && rank0) refuse_existing_run(dir);
+  if (!resume && !restarted && rank0) refuse_existing_run(dir);
   Run run = build_run(config, dir);
-  run.train.resume = resume;
+  run.train.resume = resume || restarted;
   run.train.communicator = communicator;
   if (communicator) share_cores(config, *communicator);
-  if (!resume && rank0) start_run_directory(config, run, dir);
+  if (!resume && !restarted && rank0) start_run_directory(config, run, dir);
   if (rank0) print_header(run, dir);
   const TrainSummary summary = train(*run.model, *run.task, run.train);
   return rank0 ? report(run, summary) : 0;

@@ -29,10 +29,18 @@ class CheckpointError(ValueError):
     """A file that is not a readable safetensors file or seqmix checkpoint; the message names it."""
 
 
-def read_safetensors(path):
-    """Reads a safetensors file: (dict name -> tensor in file order, dict of metadata strings)."""
-    with open(path, "rb") as f:
-        data = f.read()
+def fnv1a64(data):
+    """The checksum a checkpoint record holds for its tensors file: 64-bit FNV-1a as seqmix computes it
+    (src/train/checkpoint.cpp), whose offset basis is 1469598103934665603 rather than the standard
+    14695981039346656037; every checkpoint seqmix has written uses it."""
+    h = 1469598103934665603
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _parse(data, path):
+    """(dict name -> tensor in header order, metadata) of the bytes of a safetensors file."""
     if len(data) < 8:
         raise CheckpointError(f"{path}: too short for a safetensors header ({len(data)} bytes)")
     (header_size,) = struct.unpack("<Q", data[:8])
@@ -46,26 +54,38 @@ def read_safetensors(path):
         raise CheckpointError(f"{path}: the header is not a JSON object")
     metadata = header.pop("__metadata__", {}) or {}
     body = memoryview(data)[8 + header_size :]
-    entries = sorted(header.items(), key=lambda item: item[1]["data_offsets"][0])
-    tensors = {}
-    for name, entry in entries:
-        dtype = _DTYPES.get(entry.get("dtype"))
+    tensors, extents = {}, []
+    for name, entry in header.items():
+        try:
+            dtype = _DTYPES.get(entry["dtype"])
+            begin, end = (int(x) for x in entry["data_offsets"])
+            shape = [int(d) for d in entry["shape"]]
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"{path}: tensor {name} has a malformed entry ({error!r})") from error
         if dtype is None:
-            raise CheckpointError(f"{path}: tensor {name} has an unknown dtype {entry.get('dtype')!r}")
-        begin, end = entry["data_offsets"]
-        shape = list(entry["shape"])
-        if not 0 <= begin <= end <= len(body):
+            raise CheckpointError(f"{path}: tensor {name} has an unknown dtype {entry['dtype']!r}")
+        if not 0 <= begin <= end <= len(body) or any(d < 0 for d in shape):
             raise CheckpointError(f"{path}: tensor {name} lies outside the file ({begin}..{end} of {len(body)} bytes)")
         count = 1
         for d in shape:
             count *= d
-        element = torch.empty((), dtype=dtype).element_size()
-        if end - begin != count * element:
+        if end - begin != count * torch.empty((), dtype=dtype).element_size():
             raise CheckpointError(f"{path}: tensor {name} has {end - begin} bytes for shape {shape} of {entry['dtype']}")
         raw = bytearray(body[begin:end])
-        flat = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-        tensors[name] = flat.reshape(shape)
+        tensors[name] = (torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)).reshape(shape)
+        extents.append((begin, end, name))
+    extents.sort()
+    for (_, end_a, a), (begin_b, _, b) in zip(extents, extents[1:]):
+        if begin_b < end_a:
+            raise CheckpointError(f"{path}: tensors {a} and {b} overlap")
     return tensors, metadata
+
+
+def read_safetensors(path):
+    """Reads a safetensors file: (dict name -> tensor in header order, dict of metadata strings). Raises
+    CheckpointError naming the file when it is not one."""
+    with open(path, "rb") as f:
+        return _parse(f.read(), path)
 
 
 def checkpoint_steps(run_dir):
@@ -77,24 +97,36 @@ def checkpoint_steps(run_dir):
     return sorted(steps)
 
 
-def load_checkpoint(path, step=None):
+def load_checkpoint(path, step=None, verify=True):
     """The tensors of a checkpoint: `path` is a .safetensors file, or a run directory (its checkpoint at `step`,
-    default the latest). Returns dict name -> tensor ("model.*" and "optimizer.*")."""
-    if os.path.isdir(path):
-        steps = checkpoint_steps(path)
-        if not steps:
-            raise CheckpointError(f"{path}: no checkpoint (no checkpoints/step-*.json record)")
-        chosen = steps[-1] if step is None else step
-        if chosen not in steps:
-            raise CheckpointError(f"{path}: no checkpoint at step {chosen} (steps: {steps})")
-        record_path = os.path.join(path, "checkpoints", f"step-{chosen:08d}.json")
+    default the latest, checked against its record's size and, with verify, its FNV-1a checksum, as seqmix
+    checks it; the checksum runs in pure Python at a few MB/s). Returns dict name -> tensor ("model.*" and
+    "optimizer.*"); a damaged checkpoint raises CheckpointError."""
+    if not os.path.isdir(path):
+        return read_safetensors(path)[0]
+    steps = checkpoint_steps(path)
+    if not steps:
+        raise CheckpointError(f"{path}: no checkpoint (no checkpoints/step-*.json record)")
+    chosen = steps[-1] if step is None else step
+    if chosen not in steps:
+        raise CheckpointError(f"{path}: no checkpoint at step {chosen} (steps: {steps})")
+    name = f"step-{chosen:08d}"
+    record_path = os.path.join(path, "checkpoints", name + ".json")
+    try:
         with open(record_path) as f:
             record = json.load(f)
-        path = os.path.join(path, "checkpoints", record["tensors"])
-        if os.path.getsize(path) != record["tensors_bytes"]:
-            raise CheckpointError(f"{path}: {os.path.getsize(path)} bytes, but its record says {record['tensors_bytes']}")
-    tensors, _ = read_safetensors(path)
-    return tensors
+        tensors_name, size, checksum = record["tensors"], int(record["tensors_bytes"]), int(record["tensors_fnv1a64"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{record_path}: not a checkpoint record ({error!r})") from error
+    if tensors_name != name + ".safetensors":
+        raise CheckpointError(f"{record_path}: names {tensors_name!r}, not its own step's tensors")
+    tensors_path = os.path.join(path, "checkpoints", tensors_name)
+    with open(tensors_path, "rb") as f:
+        data = f.read()
+    if len(data) != size or (verify and fnv1a64(data) != checksum):
+        raise CheckpointError(f"{tensors_path}: {len(data)} bytes that do not match its record (size {size}, "
+                              "checksum); the file is damaged")
+    return _parse(data, tensors_path)[0]
 
 
 def model_state(tensors):

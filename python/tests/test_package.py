@@ -54,6 +54,19 @@ class Checkpoints(unittest.TestCase):
                         "--threads", "1", "--out", run], check=True, capture_output=True)
         return run
 
+    def test_a_flipped_byte_fails_the_checksum(self):
+        with tempfile.TemporaryDirectory() as folder:
+            run = self.train_a_run(folder)
+            tensors_path = os.path.join(run, "checkpoints", "step-00000003.safetensors")
+            with open(tensors_path, "r+b") as f:
+                f.seek(-3, os.SEEK_END)
+                byte = f.read(1)
+                f.seek(-3, os.SEEK_END)
+                f.write(bytes([byte[0] ^ 0x10]))
+            with self.assertRaisesRegex(seqmix.CheckpointError, "do not match its record"):
+                seqmix.load_checkpoint(run)
+            self.assertIn("model.token_embedding.weight", seqmix.load_checkpoint(run, verify=False))
+
     def test_a_seqmix_train_checkpoint_loads_with_the_cpp_readers_tensors(self):
         with tempfile.TemporaryDirectory() as folder:
             run = self.train_a_run(folder)
@@ -73,8 +86,18 @@ class Checkpoints(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "bad.safetensors")
             with open(path, "wb") as f:
-                f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
-            with self.assertRaisesRegex(seqmix.CheckpointError, "bad.safetensors"):
+                f.write(b"\x0a\x00\x00\x00\x00\x00\x00\x00{not json}")
+            with self.assertRaisesRegex(seqmix.CheckpointError, "bad.safetensors: the header is not JSON"):
+                seqmix.read_safetensors(path)
+            with open(path, "wb") as f:
+                header = b'{"a":{"dtype":"F32","shape":[1]}}'
+                f.write(len(header).to_bytes(8, "little") + header + bytes(4))
+            with self.assertRaisesRegex(seqmix.CheckpointError, "tensor a has a malformed entry"):
+                seqmix.read_safetensors(path)
+            with open(path, "wb") as f:
+                header = b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'
+                f.write(len(header).to_bytes(8, "little") + header + bytes(8))
+            with self.assertRaisesRegex(seqmix.CheckpointError, "tensors a and b overlap"):
                 seqmix.read_safetensors(path)
             with self.assertRaisesRegex(seqmix.CheckpointError, "no checkpoint"):
                 seqmix.load_checkpoint(folder)

@@ -109,6 +109,8 @@ struct Communicator::State {
 
 bool launched_distributed() { return env("WORLD_SIZE").has_value(); }
 
+bool restarted_by_torchrun() { return env_integer("TORCHELASTIC_RESTART_COUNT").value_or(0) > 0; }
+
 std::shared_ptr<Communicator> Communicator::join(const InitOptions& options) {
   if (options.timeout.count() < 1) throw Error("distributed: the timeout must be at least 1 second");
   // Gloo writes to its peers' sockets: a peer that died must fail the collective with an error, not kill
@@ -119,6 +121,7 @@ std::shared_ptr<Communicator> Communicator::join(const InitOptions& options) {
   std::string master_addr;
   const std::string& init = options.init_method;
   const long local_world = env_integer("LOCAL_WORLD_SIZE").value_or(0);
+  bool created_store_file = false;
   try {
     if (init == "env://") {
       placement = check_placement(options.rank ? *options.rank : required_env_integer("RANK", "env:// needs it; torchrun sets it"),
@@ -133,6 +136,7 @@ std::shared_ptr<Communicator> Communicator::join(const InitOptions& options) {
       placement = check_placement(options.rank ? *options.rank : required_env_integer("RANK", "give --rank or set RANK"),
                                   options.world_size ? *options.world_size
                                                      : required_env_integer("WORLD_SIZE", "give --world-size or set WORLD_SIZE"));
+      created_store_file = !std::filesystem::exists(path);
       state->store = c10::make_intrusive<c10d::FileStore>(path, placement.world_size);
     } else {
       throw Error("distributed: unknown init method '" + init + "' (expected env:// or file://PATH)");
@@ -145,9 +149,9 @@ std::shared_ptr<Communicator> Communicator::join(const InitOptions& options) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    // A store file left behind would hand its stale keys to the next job that names it.
+    // A store file this join created and left behind would hand its stale keys to the next job naming it.
     state.reset();
-    if (init.rfind("file://", 0) == 0) {
+    if (created_store_file) {
       std::error_code ignored;
       std::filesystem::remove(init.substr(7), ignored);
     }

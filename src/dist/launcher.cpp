@@ -13,9 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "seqmix/io/error.h"
+
+extern char** environ;
 
 namespace seqmix::dist {
 namespace {
@@ -70,6 +73,50 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
   std::fflush(stdout);
   std::fflush(stderr);
 
+  // Everything a worker needs is built before fork: the child only calls async-signal-safe functions
+  // (this process may already run LibTorch's threads).
+  std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc));
+  for (int rank = 0; rank < nproc; ++rank) {
+    auto& e = environments[static_cast<size_t>(rank)];
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string text(*entry);
+      const std::string name = text.substr(0, text.find('='));
+      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "LOCAL_WORLD_SIZE" &&
+          name != "MASTER_ADDR" && name != "MASTER_PORT" && name != "TORCHELASTIC_USE_AGENT_STORE")
+        e.push_back(text);
+    }
+    e.insert(e.end(), {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                       "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
+                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
+  }
+  auto pointers = [](std::vector<std::string>& strings) {
+    std::vector<char*> p;
+    for (auto& s : strings) p.push_back(s.data());
+    p.push_back(nullptr);
+    return p;
+  };
+  std::vector<std::string> argument_strings = {program};
+  argument_strings.insert(argument_strings.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv = pointers(argument_strings);
+  std::vector<std::vector<char*>> envps;
+  for (auto& e : environments) envps.push_back(pointers(e));
+
+  // SIGINT/SIGTERM to the launcher: passed on to the workers, which then end the job themselves. The
+  // previous handlers come back when the job is over (bench runs several jobs).
+  g_forwarded_signal = 0;
+  struct sigaction action {}, previous_int {}, previous_term {};
+  action.sa_handler = remember_signal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, &previous_int);
+  ::sigaction(SIGTERM, &action, &previous_term);
+  struct RestoreHandlers {
+    struct sigaction *interrupt, *terminate;
+    ~RestoreHandlers() {
+      ::sigaction(SIGINT, interrupt, nullptr);
+      ::sigaction(SIGTERM, terminate, nullptr);
+    }
+  } restore{&previous_int, &previous_term};
+
   std::vector<pid_t> workers(static_cast<size_t>(nproc), -1);
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = ::fork();
@@ -81,31 +128,16 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
     if (pid == 0) {
       // The worker dies with its launcher, even one killed with SIGKILL.
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != launcher) std::_Exit(1);
-      ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(program.c_str()));
-      for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(program.c_str(), argv.data());
-      std::fprintf(stderr, "seqmix: error: %s --nproc: cannot run %s: %s\n", command.c_str(), program.c_str(), std::strerror(errno));
-      std::_Exit(127);
+      if (::getppid() != launcher) ::_exit(1);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::execve(program.c_str(), argv.data(), envps[static_cast<size_t>(rank)].data());
+      static const char message[] = "seqmix: error: --nproc: cannot start a worker (execve failed)\n";
+      [[maybe_unused]] const ssize_t written = ::write(2, message, sizeof message - 1);
+      ::_exit(127);
     }
     workers[static_cast<size_t>(rank)] = pid;
   }
-
-  // SIGINT/SIGTERM to the launcher: passed on to the workers, which then end the job themselves.
-  struct sigaction action {};
-  action.sa_handler = remember_signal;
-  ::sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
 
   auto rank_of = [&](pid_t pid) {
     for (size_t r = 0; r < workers.size(); ++r)
@@ -128,14 +160,15 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
       stopping = true;
       deadline = std::chrono::steady_clock::now() + grace;
     }
+    // Polled, so that a signal arriving at any moment is seen within 50 ms.
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, stopping ? WNOHANG : 0);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0) {
       if (errno == EINTR) continue;
       break;  // no child left
     }
-    if (pid == 0) {  // stopping: the others have not ended yet
-      if (std::chrono::steady_clock::now() > deadline) stop_the_others(SIGKILL);
+    if (pid == 0) {  // nobody ended yet
+      if (stopping && std::chrono::steady_clock::now() > deadline) stop_the_others(SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }

@@ -63,7 +63,8 @@ TensorPair fem_softmax_read(const Tensor& q, const Tensor& k, const Tensor& v, c
 
 TensorPair scale_values(const Tensor& v, const Tensor& beta, double cap) {
   const FemValues values = fem_scale_values(v, beta, cap);
-  return {values.clipped, values.scaled};
+  // Outputs are new tensors, as the schema says: with cap 0 the clipped values are v itself.
+  return {values.clipped.is_same(v) ? v.clone() : values.clipped, values.scaled};
 }
 
 TensorPair linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, c10::string_view impl) {
@@ -206,7 +207,8 @@ Tensor light2nd1st(const Tensor& q, const Tensor& k, const Tensor& v, double sca
 }
 
 // The FEM read under the selective-SSM prior, per channel: the prior's weights are the scan's impulse
-// response, normalised by the scan of ones (plus the skip D u in both, as the FEM layer's SSM prior reads).
+// response, normalised by the scan of ones (plus the skip D u in both), as the FEM layer's SSM prior reads
+// real tokens (this op has no padding mask).
 // v, delta [B,T,C], A [C,N], b, c [B,T,N], D [C] (optional), beta [C].
 TensorPair fem_ssm_read(const Tensor& v, const Tensor& delta, const Tensor& A, const Tensor& b, const Tensor& c,
                         const c10::optional<Tensor>& D, const Tensor& beta, double cap, c10::string_view impl) {
@@ -247,7 +249,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> aft_decode(const Tensor& k_t,
                                                               const Tensor& key_max, const c10::optional<Tensor>& mask_t) {
   AftState state{numerator, normaliser, key_max};
   const PriorRead r = aft_step(k_t, v_t, state, or_undefined(mask_t));
-  return {r.numerator, r.normaliser, state.numerator, state.normaliser, state.key_max};
+  // The read is a view of the new state; outputs must not alias each other.
+  return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
 }
 
 TensorPair ssm_decode(const Tensor& u_t, const Tensor& delta_t, const Tensor& A, const Tensor& b_t, const Tensor& c_t,

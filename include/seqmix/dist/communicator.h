@@ -32,6 +32,9 @@ struct InitOptions {
 // `seqmix train` was started by torchrun or by --nproc.
 bool launched_distributed();
 
+// torchrun's restart of a failed job (TORCHELASTIC_RESTART_COUNT > 0): the workers continue their run.
+bool restarted_by_torchrun();
+
 class Communicator {
  public:
   // Joins the job: builds the store and the Gloo process group. Throws Error on a malformed environment
