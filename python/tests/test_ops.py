@@ -94,6 +94,11 @@ def ela_ref(q, k, v, kernel, causal):
         K = torch.einsum("bthd,bshd->bhts", q.exp(), k.exp())
     elif kernel == "sum_sq_euclidean":
         K = ((q[:, :, None] + k[:, None]) ** 2).sum(-1).permute(0, 3, 1, 2)  # [B,t,s,H] -> [B,H,t,s]
+    elif kernel == "sub_sq_euclidean":
+        K = ((q[:, :, None] - k[:, None]) ** 2).sum(-1).permute(0, 3, 1, 2)
+    elif kernel == "direction_magnitude":  # 1 + ||q|| ||k|| (1 + cos(q, k)) = 1 + ||q|| ||k|| + q.k
+        norms = q.norm(dim=-1).permute(0, 2, 1)[..., :, None] * k.norm(dim=-1).permute(0, 2, 1)[..., None, :]
+        K = 1 + norms + scores(q, k)
     else:
         raise ValueError(kernel)
     K = K.masked_fill(~visible(q.shape[1], k.shape[1], causal), 0.0)
@@ -262,6 +267,36 @@ class FemLinearPriors(OpCase):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, b: seqmix.fem_linear_read(q, k, v, b, 40.0, True, impl), reference, (q, k, v, beta))
 
+    def test_linear_prior_bidirectional_and_clipped(self):
+        q, k = torch.rand(1, 5, 2, 3, dtype=D) + 0.1, torch.rand(1, 5, 2, 3, dtype=D) + 0.1
+        v, beta = torch.randn(1, 5, 2, 2, dtype=D) * 20, torch.rand(4, dtype=D) + 0.5  # |beta v| beyond the cap
+
+        def reference(q, k, v, beta, causal):
+            def read(values):
+                num, den = linear_attention_ref(q, k, values, causal)
+                return num / den[..., None]
+            return fem_linear_prior_ref(read, v, beta, 5.0)
+
+        for causal in (True, False):
+            with self.subTest(causal=causal):
+                self.check(lambda q, k, v, b: seqmix.fem_linear_read(q, k, v, b, 5.0, causal),
+                           lambda q, k, v, b: reference(q, k, v, b, causal), (q, k, v, beta), gradcheck=False)
+
+    def test_float32_composites_match_the_float64_definition(self):
+        """The composites read in float64 inside; float32 inputs give float32 outputs at float32 accuracy."""
+        q, k = torch.rand(2, 9, 2, 4, dtype=D) + 0.1, torch.rand(2, 9, 2, 4, dtype=D) + 0.1
+        v, beta, a = torch.randn(2, 9, 2, 3, dtype=D) * 4, torch.rand(6, dtype=D) + 0.5, -torch.rand(2, 9, 2, dtype=D)
+
+        def read(values):
+            num, den = gla_ref(q, k, values, a)
+            return num / den[..., None]
+
+        expected = fem_linear_prior_ref(read, v, beta, 40.0)
+        got = seqmix.fem_gla_read(q.float(), k.float(), v.float(), a.float(), beta.float(), 40.0)
+        for g, e in zip(got, expected):
+            self.assertEqual(g.dtype, torch.float32)
+            torch.testing.assert_close(g.double(), e, atol=1e-5, rtol=1e-5)
+
     def test_gla_prior(self):
         q, k = (torch.rand(1, 6, 2, 3, dtype=D) + 0.1).requires_grad_(), (torch.rand(1, 6, 2, 3, dtype=D) + 0.1).requires_grad_()
         v, beta = randn(1, 6, 2, 2), (torch.rand(4, dtype=D) + 0.5).requires_grad_()
@@ -289,6 +324,22 @@ class FemLinearPriors(OpCase):
         for impl in ("fused", "naive"):
             with self.subTest(impl=impl):
                 self.check(lambda k, v, b: seqmix.fem_aft_read(k, v, b, 40.0, None, impl), reference, (k, v, beta))
+
+
+class FemAftMask(OpCase):
+    def test_aft_prior_with_padding(self):
+        k, v, beta = randn(2, 6, 3), randn(2, 6, 3), (torch.rand(3, dtype=D) + 0.5).requires_grad_()
+        mask = torch.tensor([[True] * 6, [True, False, True, True, False, True]])
+
+        def reference(k, v, beta):
+            def read(values):
+                num, den = aft_ref(k, values, mask)
+                return num / den
+            return fem_linear_prior_ref(read, v, beta, 40.0)
+
+        for impl in ("fused", "naive"):
+            with self.subTest(impl=impl):
+                self.check(lambda k, v, b: seqmix.fem_aft_read(k, v, b, 40.0, mask, impl), reference, (k, v, beta))
 
 
 class FemSsmPrior(OpCase):
@@ -417,7 +468,7 @@ class LinearScans(OpCase):
 class ExactLinearAttention(OpCase):
     def test_kernels(self):
         q, k, v = randn(2, 6, 2, 3, scale=0.5), randn(2, 6, 2, 3, scale=0.5), randn(2, 6, 2, 2)
-        for kernel in ("hadamard_exp", "sum_sq_euclidean"):
+        for kernel in ("hadamard_exp", "sum_sq_euclidean", "sub_sq_euclidean", "direction_magnitude"):
             for causal in (True, False):
                 for impl in ("fused", "naive"):
                     with self.subTest(kernel=kernel, causal=causal, impl=impl):
