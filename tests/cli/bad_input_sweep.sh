@@ -131,7 +131,8 @@ if [ "$group" = core ]; then
   expect nproc_uneven_batch "batch size 4 does not split evenly over 3 processes" "${train[@]}" --nproc 3 --out "$W/r"
   expect nproc_with_dist_init "--nproc starts its own workers" "${train[@]}" --nproc 2 --dist-init "file://$W/s" --out "$W/r"
   expect rank_without_dist_init "--rank and --world-size belong to --dist-init" "${train[@]}" --rank 1 --out "$W/r"
-  expect dist_init_unknown "unknown init method 'tcp://x'" "${train[@]}" --dist-init tcp://x --rank 0 --world-size 2 --out "$W/r"
+  expect dist_init_unknown "unknown init method 'tcp://x'" "${train[@]}" --dist-init tcp://x --out "$W/r"
+  expect dist_rank_under_env "--rank and --world-size belong to --dist-init file://" "${train[@]}" --dist-init env:// --rank 0 --out "$W/r"
   expect dist_init_no_world_size "WORLD_SIZE is not set" "${train[@]}" --dist-init "file://$W/s" --rank 0 --out "$W/r"
   expect dist_rank_out_of_range "rank 2 must be in 0..1" "${train[@]}" --dist-init "file://$W/s" --rank 2 --world-size 2 --out "$W/r"
   export WORLD_SIZE=2 RANK=one  # as a broken launcher would set them
