@@ -21,6 +21,8 @@ void add_mad_command(CLI::App& app, Action& action) {
                   "residual scheme of every run's backbone, e.g. momentum (MomenMHA blocks) or nesterov (NagMHA)");
   sub->add_option("--max-steps", o->max_steps,
                   "cap every run at N steps (a smoke test of the command: the table is then not MAD's; 0 = no cap)");
+  sub->add_flag("--finished-only", o->finished_only,
+                "train nothing: tabulate the runs already finished in --out (a dash marks a task with an unfinished run)");
   sub->callback([&action, o] {
     action = [o] {
       const auto rows = run_mad(*o);
@@ -28,6 +30,7 @@ void add_mad_command(CLI::App& app, Action& action) {
       if (o->max_steps > 0)
         std::printf("\nevery run was capped at --max-steps %lld: a smoke test, not MAD's table\n",
                     static_cast<long long>(o->max_steps));
+      if (o->finished_only) std::printf("\nfinished runs only: a dash marks a task with an unfinished run\n");
       std::printf("\nwritten to %s/mad.md and %s/mad.json\n", o->out_dir.c_str(), o->out_dir.c_str());
       return 0;
     };

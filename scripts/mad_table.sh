@@ -2,17 +2,21 @@
 # The MAD table of docs/results.md (FEM Table 1, HyperMLP Table 1, the energy paper's MAD rows): every mixer
 # row, then MomenMHA and NagMHA (softmax attention in momentum and Nesterov residual blocks).
 # Usage: scripts/mad_table.sh OUT_DIR [seqmix mad options: --preset paper, --threads N, --task T, --max-steps N, ...]
-# Finished runs in OUT_DIR are reused, so an interrupted table continues where it stopped.
+# Finished runs in OUT_DIR are reused, so an interrupted table continues where it stopped; with
+# --finished-only nothing is trained and the table shows what has finished (a dash for the rest).
 # SEQMIX names the binary (default: build/seqmix of this checkout).
 set -euo pipefail
 out=${1:?usage: scripts/mad_table.sh OUT_DIR [seqmix mad options]}
 shift
 seqmix=${SEQMIX:-$(dirname "$0")/../build/seqmix}
 [ -x "$seqmix" ] || { echo "mad_table: $seqmix is missing; build first (scripts/test.sh builds)" >&2; exit 1; }
+# Labels are HyperMLP Table 1's (p: RoPE, c: KV convolution; 2 heads, as the paper fixes); the MAD backbone
+# has no other position signal.
 mixers=(
-  softmax                                  # S
+  softmax                                  # softmax attention, 4 heads, RoPE: MomenMHA's and NagMHA's baseline
+  "hypermlp:variant=S"                     # S
   "hypermlp:variant=S-pc"                  # S-pc
-  relu                                     # R
+  "hypermlp:variant=R"                     # R
   "hypermlp:variant=R-pc"                  # R-pc
   "fem:prior=softmax"                      # FEM-SM (flags CLTG)
   "fem:prior=softmax,flags=CLT"            # FEM-SM -G

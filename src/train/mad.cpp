@@ -100,10 +100,12 @@ std::string format_real(double v) {
   return os.str();
 }
 
-// Trains (or reuses) one run and returns the accuracy of its lowest-test-loss evaluation.
+// Trains (or reuses) one run and returns the accuracy of its lowest-test-loss evaluation; NaN when the run has
+// not finished and finished_only forbids training it.
 double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& plan, const std::string& setting,
                const MadSweepPoint& point, const std::string& mixer, const fs::path& dir) {
   const fs::path summary_path = dir / "summary.json";
+  if (!fs::exists(summary_path) && o.finished_only) return NAN;
   if (!fs::exists(summary_path)) {
     Config config(run_config_schema());
     // A run stopped before its first checkpoint resumes too: the trainer starts it again from step 0 and
@@ -154,10 +156,15 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
   return j["best"]["accuracy"].get<double>();
 }
 
-// Said above a table whose runs --max-steps cut short.
-std::string capped_note(const MadOptions& o) {
-  if (o.max_steps <= 0) return "";
-  return "Every run was capped at --max-steps " + std::to_string(o.max_steps) + ": a smoke test, not MAD's table.\n\n";
+// Said above a table whose runs --max-steps cut short, or that tabulates only the runs already finished.
+std::string table_notes(const MadOptions& o, int64_t runs_finished, int64_t runs_total) {
+  std::string notes;
+  if (o.max_steps > 0)
+    notes += "Every run was capped at --max-steps " + std::to_string(o.max_steps) + ": a smoke test, not MAD's table.\n\n";
+  if (o.finished_only)
+    notes += "Finished runs only: " + std::to_string(runs_finished) + " of " + std::to_string(runs_total) +
+             "; a dash marks a task with an unfinished run.\n\n";
+  return notes;
 }
 
 }  // namespace
@@ -185,11 +192,19 @@ std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vecto
   for (const auto& r : rows) {
     os << "| `" << r.mixer << "` |";
     for (const auto& t : tasks) {
-      std::snprintf(buf, sizeof buf, " %.3f |", r.scores.count(t) ? r.scores.at(t) : NAN);
+      if (r.scores.count(t)) {
+        std::snprintf(buf, sizeof buf, " %.3f |", r.scores.at(t));
+        os << buf;
+      } else {
+        os << " - |";
+      }
+    }
+    if (std::isnan(r.average)) {
+      os << " - |\n";
+    } else {
+      std::snprintf(buf, sizeof buf, " %.3f |\n", r.average);
       os << buf;
     }
-    std::snprintf(buf, sizeof buf, " %.3f |\n", r.average);
-    os << buf;
   }
   return os.str();
 }
@@ -198,6 +213,8 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
   if (o.mixers.empty()) throw Error("mad: name at least one --mixer");
   if (o.out_dir.empty()) throw Error("mad: --out is required");
   if (o.max_steps < 0) throw Error("mad: --max-steps must not be negative");
+  if (o.finished_only && !fs::is_directory(o.out_dir))
+    throw Error("mad: --finished-only tabulates the runs in --out, but '" + o.out_dir + "' is not a directory");
   const MadPreset preset = mad_preset(o.preset);
   std::vector<std::string> tasks = o.tasks.empty() ? mad_task_names() : o.tasks;
   for (const auto& t : tasks) {
@@ -211,6 +228,7 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
   const std::string run_suffix = (o.seed != MadOptions{}.seed ? "-seed" + std::to_string(o.seed) : "") +
                                  (o.max_steps > 0 ? "-cap" + std::to_string(o.max_steps) : "");
   std::vector<MadRow> rows;
+  int64_t runs_finished = 0, runs_total = 0;
   for (const auto& mixer : o.mixers) {
     MadRow row;
     row.mixer = o.residual.empty() ? mixer : mixer + " with residual=" + o.residual;
@@ -218,42 +236,58 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
     for (const auto& plan : preset.tasks) {
       if (std::find(tasks.begin(), tasks.end(), plan.task) == tasks.end()) continue;
       double total = 0;
+      bool complete = true;
       for (size_t s = 0; s < plan.settings.size(); ++s) {
         double best = 0;
         for (const auto& point : preset.sweep) {
           const fs::path dir = fs::path(o.out_dir) / mixer_dir / plan.task /
                                ("setting" + std::to_string(s) + "-lr" + format_real(point.lr) + "-wd" +
                                 format_real(point.weight_decay) + run_suffix);
-          if (!o.quiet) std::printf("mad: %s on %s (lr %g, wd %g)\n", mixer.c_str(), plan.settings[s].c_str(), point.lr,
-                                    point.weight_decay);
-          best = std::max(best, mad_run(o, preset, plan, plan.settings[s], point, mixer, dir));
+          if (!o.quiet && !o.finished_only)
+            std::printf("mad: %s on %s (lr %g, wd %g)\n", mixer.c_str(), plan.settings[s].c_str(), point.lr,
+                        point.weight_decay);
+          const double accuracy = mad_run(o, preset, plan, plan.settings[s], point, mixer, dir);
+          ++runs_total;
+          if (std::isnan(accuracy)) {
+            complete = false;
+          } else {
+            ++runs_finished;
+            best = std::max(best, accuracy);
+          }
         }
         total += best;
       }
-      row.scores[plan.task] = total / static_cast<double>(plan.settings.size());
+      if (complete) row.scores[plan.task] = total / static_cast<double>(plan.settings.size());
     }
     double sum = 0;
     for (const auto& [t, v] : row.scores) sum += v;
-    row.average = row.scores.empty() ? 0 : sum / static_cast<double>(row.scores.size());
+    const size_t row_tasks = std::count_if(preset.tasks.begin(), preset.tasks.end(), [&](const MadTaskPlan& plan) {
+      return std::find(tasks.begin(), tasks.end(), plan.task) != tasks.end();
+    });
+    row.average = row.scores.size() < row_tasks ? NAN : sum / static_cast<double>(row.scores.size());
     rows.push_back(row);
   }
 
   nlohmann::ordered_json j;
   j["preset"] = preset.name;
   if (o.max_steps > 0) j["max_steps"] = o.max_steps;
+  if (o.finished_only) j["runs_finished"] = {{"finished", runs_finished}, {"total", runs_total}};
   j["rows"] = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     nlohmann::ordered_json scores = nlohmann::ordered_json::object();
     for (const auto& t : tasks)
       if (r.scores.count(t)) scores[t] = r.scores.at(t);
-    j["rows"].push_back({{"mixer", r.mixer}, {"scores", scores}, {"average", r.average}});
+    j["rows"].push_back({{"mixer", r.mixer},
+                         {"scores", scores},
+                         {"average", std::isnan(r.average) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.average)}});
   }
   fs::create_directories(o.out_dir);
   write_file_atomically((fs::path(o.out_dir) / "mad.json").string(), j.dump(2) + "\n");
   const std::string table = mad_table_markdown(rows, tasks);
   write_file_atomically((fs::path(o.out_dir) / "mad.md").string(),
                         "# MAD (" + preset.name + " preset)\n\nTest accuracy of the lowest-test-loss evaluation, best "
-                        "of the lr/wd sweep per setting, mean over each task's settings.\n\n" + capped_note(o) + table);
+                        "of the lr/wd sweep per setting, mean over each task's settings.\n\n" +
+                            table_notes(o, runs_finished, runs_total) + table);
   return rows;
 }
 

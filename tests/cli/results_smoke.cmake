@@ -66,3 +66,19 @@ set_tests_properties(results.mad_capped_residual PROPERTIES LABELS fast TIMEOUT 
 seqmix_cli_error(mad_unknown_residual "unknown residual scheme 'bogus'; valid residual schemes: prenorm"
                  mad --preset cpu --task mad.compression --mixer softmax --residual bogus --max-steps 1 --quiet
                  --out ${SEQMIX_CLI_TMP}/results/mad_bogus)
+
+# --finished-only tabulates what has finished and trains nothing: one capped compression run, then a table over
+# compression and memorization whose memorization cell (never run) is a dash, as is the row's average.
+add_test(NAME results.mad_finished_only COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_finished && rm -rf $d && $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --threads 1 --quiet --out $d >/dev/null && $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --task mad.memorization --mixer softmax --max-steps 1 --finished-only --out $d && if ls -d $d/softmax-*/mad.memorization 2>/dev/null; then echo trained; else echo untouched; fi")
+set_tests_properties(results.mad_finished_only PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "\\| `softmax` \\| [0-9.]+ \\| - \\| - \\|.*finished runs only.*untouched")
+seqmix_cli_error(mad_finished_only_no_dir "mad: --finished-only tabulates the runs in --out, but '.*/nowhere' is not a directory"
+                 mad --preset cpu --mixer softmax --finished-only --out ${SEQMIX_CLI_TMP}/results/nowhere)
+
+# The records scripts/keep_run_records.sh keeps (docs/runs/) are enough for seqmix mad to reuse a run: the
+# kept copy of a capped run gives the same score, and seqmix mad on it trains nothing (no checkpoint appears).
+add_test(NAME results.keep_run_records COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_kept && rm -rf $d $d-records && a=$($<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --threads 1 --quiet --out $d | grep '^| `softmax`') && ${PROJECT_SOURCE_DIR}/scripts/keep_run_records.sh $d $d-records && b=$($<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --threads 1 --quiet --out $d-records | grep '^| `softmax`') && test -z \"$(find $d-records -name checkpoints)\" && echo \"trained: $a\" && echo \"kept:    $b\" && test \"$a\" = \"$b\" && echo same score")
+set_tests_properties(results.keep_run_records PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "keep_run_records: 1 finished runs of .*trained: \\| `softmax` \\| [0-9.]+ \\| [0-9.]+ \\|.*same score")

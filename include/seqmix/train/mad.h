@@ -38,8 +38,8 @@ const std::vector<std::string>& mad_task_names();
 
 struct MadRow {
   std::string mixer;
-  std::map<std::string, double> scores;  // task -> accuracy in [0, 1]
-  double average = 0;
+  std::map<std::string, double> scores;  // task -> accuracy in [0, 1]; a task with unfinished runs is absent
+  double average = 0;                    // over the row's tasks; NaN when one of them is absent
 };
 
 struct MadOptions {
@@ -52,13 +52,16 @@ struct MadOptions {
   bool quiet = false;
   int64_t max_steps = 0;  // > 0: cap every run at this many steps (a smoke test; the table is then not MAD's)
   std::string residual;   // residual scheme of every run's backbone (e.g. momentum: MomenMHA blocks); "" = its default
+  bool finished_only = false;  // train nothing: tabulate the runs already finished in out_dir
 };
 
 // Trains every mixer on every task of the preset (runs already finished in out_dir are reused), prints
-// and writes out_dir/mad.md and out_dir/mad.json, and returns the rows.
+// and writes out_dir/mad.md and out_dir/mad.json, and returns the rows. With finished_only it trains nothing
+// and tabulates what has finished: a task with an unfinished run has no score, and its row no average.
 std::vector<MadRow> run_mad(const MadOptions& options);
 
-// The table of the papers: one row per mixer, one column per task, plus the average (Markdown).
+// The table of the papers: one row per mixer, one column per task, plus the average (Markdown); a missing
+// score or average is written as a dash.
 std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vector<std::string>& tasks);
 
 }  // namespace seqmix
