@@ -27,24 +27,6 @@ volatile sig_atomic_t g_forwarded_signal = 0;
 
 void remember_signal(int signal_number) { g_forwarded_signal = signal_number; }
 
-// A loopback port free right now: the kernel picks it for a socket bound to port 0. Rank 0's store binds
-// it moments later.
-int free_loopback_port(const std::string& command) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw Error(command + " --nproc: cannot open a socket: " + std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t size = sizeof address;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok) throw Error(command + " --nproc: cannot find a free loopback port: " + std::strerror(error));
-  return ntohs(address.sin_port);
-}
-
 std::string this_program(const std::string& command) {
   char path[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
@@ -64,11 +46,33 @@ bool failed(int status) { return WIFSIGNALED(status) || WEXITSTATUS(status) != 0
 
 }  // namespace
 
+// The kernel picks the port for a socket bound to port 0; the caller binds it moments later.
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(std::string("cannot open a socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t size = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) throw Error(std::string("cannot find a free loopback port: ") + std::strerror(error));
+  return ntohs(address.sin_port);
+}
+
 int run_local_workers(const std::string& command, const std::vector<std::string>& arguments, int nproc,
                       std::chrono::seconds grace) {
   if (nproc < 1 || nproc > 256) throw Error(command + ": --nproc " + std::to_string(nproc) + " must be in 1..256");
   const std::string program = this_program(command);
-  const std::string port = std::to_string(free_loopback_port(command));
+  std::string port;
+  try {
+    port = std::to_string(free_loopback_port());
+  } catch (const Error& e) {
+    throw Error(command + " --nproc: " + e.what());
+  }
   const pid_t launcher = ::getpid();
   std::fflush(stdout);
   std::fflush(stderr);

@@ -1,9 +1,6 @@
 #include "child_process.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,16 +67,26 @@ int run_seqmix(const std::vector<std::string>& arguments, const std::string& log
   return child.wait_for(std::chrono::minutes(10)).value_or(-1);
 }
 
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
+namespace {
+
+std::filesystem::path scratch_root() {
+  return std::filesystem::temp_directory_path() / ("seqmix_dist_test_" + std::to_string(::getpid()));
+}
+
+const struct RemoveScratchAtExit {
+  ~RemoveScratchAtExit() {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_root(), ignored);
+  }
+} remove_scratch_at_exit;
+
+}  // namespace
+
+std::filesystem::path scratch_path(const std::string& name) {
+  const std::filesystem::path path = scratch_root() / name;
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path.parent_path());
+  return path;
 }
 
 std::vector<pid_t> child_pids(pid_t parent) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,8 +42,9 @@ class ChildProcess {
 int run_seqmix(const std::vector<std::string>& arguments, const std::string& log_path,
                const std::map<std::string, std::string>& environment = {});
 
-// A TCP port on 127.0.0.1 that is free right now.
-int free_loopback_port();
+// A path of this test process's scratch folder, with nothing there (what an earlier test left is removed) and
+// its parent created; the whole folder is removed when the test process exits.
+std::filesystem::path scratch_path(const std::string& name);
 // The processes whose parent is `parent` (from /proc).
 std::vector<pid_t> child_pids(pid_t parent);
 // The value of an environment variable of a running process (from /proc/PID/environ), or "".

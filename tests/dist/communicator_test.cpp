@@ -5,37 +5,22 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <functional>
 #include <future>
 #include <thread>
 
+#include "child_process.h"
 #include "seqmix/dist/gradient_averager.h"
 #include "seqmix/dist/metric_reduction.h"
 #include "support/error_of.h"
 
 namespace seqmix::dist {
 namespace {
-namespace fs = std::filesystem;
 using seqmix::testing::error_of;
-
-fs::path scratch_root() { return fs::temp_directory_path() / ("seqmix_dist_test_" + std::to_string(::getpid())); }
-
-const struct RemoveScratchAtExit {
-  ~RemoveScratchAtExit() {
-    std::error_code ignored;
-    fs::remove_all(scratch_root(), ignored);
-  }
-} remove_scratch_at_exit;
+using seqmix::testing::scratch_path;
 
 // A fresh FileStore path per job (a store file left by another job would mix the two).
-std::string fresh_store_path(const std::string& name) {
-  const fs::path dir = scratch_root();
-  fs::create_directories(dir);
-  const fs::path path = dir / name;
-  fs::remove(path);
-  return path.string();
-}
+std::string fresh_store_path(const std::string& name) { return scratch_path(name).string(); }
 
 std::shared_ptr<Communicator> join_rank(const std::string& store, int rank, int world_size, int timeout_s = 30) {
   InitOptions options;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "seqmix/dist/launcher.h"
 #include "seqmix/io/safetensors.h"
 
 namespace seqmix::testing {
@@ -52,22 +53,7 @@ std::vector<std::string> recall_run(const std::string& out, int64_t steps, int64
           out};
 }
 
-fs::path scratch_root() { return fs::temp_directory_path() / ("seqmix_dp_test_" + std::to_string(::getpid())); }
-
-// The runs of this test process are removed when it ends.
-const struct RemoveScratchAtExit {
-  ~RemoveScratchAtExit() {
-    std::error_code ignored;
-    fs::remove_all(scratch_root(), ignored);
-  }
-} remove_scratch_at_exit;
-
-fs::path scratch(const std::string& name) {
-  const fs::path dir = scratch_root() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
-  return dir;
-}
+fs::path scratch(const std::string& name) { return scratch_path(name); }
 
 std::vector<std::string> with(std::vector<std::string> arguments, const std::vector<std::string>& more) {
   arguments.insert(arguments.end(), more.begin(), more.end());
@@ -167,7 +153,7 @@ TEST(DataParallel, TorchrunStartsTheSameJob) {
   // no longer lists the zero member), so it needs a non-zero setting (2: the workers' stderr, teed).
   std::vector<std::string> arguments = {"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
                                         "--master_addr", "127.0.0.1", "--master_port",
-                                        std::to_string(free_loopback_port()), "--redirects", "2", "--tee", "2",
+                                        std::to_string(dist::free_loopback_port()), "--redirects", "2", "--tee", "2",
                                         "--no_python", SEQMIX_BINARY};
   for (const auto& a : recall_run(two.string(), 6)) arguments.push_back(a);
   ChildProcess torchrun(python, arguments, two.string() + ".log", {{"OMP_NUM_THREADS", "1"}});

@@ -16,4 +16,7 @@ namespace seqmix::dist {
 int run_local_workers(const std::string& command, const std::vector<std::string>& arguments, int nproc,
                       std::chrono::seconds grace = std::chrono::seconds(10));
 
+// A TCP port on 127.0.0.1 that is free right now (for MASTER_PORT); throws Error when no socket can be bound.
+int free_loopback_port();
+
 }  // namespace seqmix::dist
