@@ -33,6 +33,12 @@ mixers=(
 )
 args=()
 for m in "${mixers[@]}"; do args+=(--mixer "$m"); done
+for a in "$@"; do
+  if [ "$a" = --finished-only ]; then  # tabulate what has finished: the table's three parts may not have started
+    [ -d "$out" ] || { echo "mad_table: --finished-only tabulates the runs in $out, which is not a directory" >&2; exit 1; }
+    mkdir -p "$out/mixers" "$out/momenmha" "$out/nagmha"
+  fi
+done
 "$seqmix" mad "${args[@]}" --out "$out/mixers" "$@"
 "$seqmix" mad --mixer softmax --residual momentum --out "$out/momenmha" "$@"
 "$seqmix" mad --mixer softmax --residual nesterov --out "$out/nagmha" "$@"

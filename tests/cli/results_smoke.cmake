@@ -82,3 +82,13 @@ add_test(NAME results.keep_run_records COMMAND ${CMAKE_COMMAND} -E env bash -c
          "d=${SEQMIX_CLI_TMP}/results/mad_kept && rm -rf $d $d-records && a=$($<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --threads 1 --quiet --out $d | grep '^| `softmax`') && ${PROJECT_SOURCE_DIR}/scripts/keep_run_records.sh $d $d-records && b=$($<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --threads 1 --quiet --out $d-records | grep '^| `softmax`') && test -z \"$(find $d-records -name checkpoints)\" && echo \"trained: $a\" && echo \"kept:    $b\" && test \"$a\" = \"$b\" && echo same score")
 set_tests_properties(results.keep_run_records PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "keep_run_records: 1 finished runs of .*trained: \\| `softmax` \\| [0-9.]+ \\| [0-9.]+ \\|.*same score")
+
+# The table script with --finished-only on a folder where nothing has run: every row, the MomenMHA and NagMHA
+# ones included, is dashes, and nothing trains.
+add_test(NAME results.mad_table_finished_only COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_table_nothing && rm -rf $d && mkdir -p $d && SEQMIX=$<TARGET_FILE:seqmix> ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh $d --preset cpu --task mad.compression --finished-only && test -z \"$(find $d -name config.yaml)\" && echo nothing trained")
+set_tests_properties(results.mad_table_finished_only PROPERTIES LABELS fast TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "\\| `softmax` \\| - \\| - \\|.*`ela:kernel=sum_sq_euclidean` \\| - \\| - \\|.*`softmax with residual=momentum` \\| - \\| - \\|.*`softmax with residual=nesterov` \\| - \\| - \\|.*nothing trained")
+add_test(NAME results.mad_table_finished_only_no_dir COMMAND ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh
+         ${SEQMIX_CLI_TMP}/results/mad_table_nowhere --preset cpu --finished-only)
+set_tests_properties(results.mad_table_finished_only_no_dir PROPERTIES LABELS fast TIMEOUT 60 WILL_FAIL TRUE)
