@@ -57,18 +57,17 @@ int report(const Run& run, const TrainSummary& s) {
 // The configuration of the run to train: a new one from the arguments, or a run directory's config.yaml
 // (--resume). `dir` gets the run directory.
 Config run_configuration(const TrainArgs& a, std::string& dir) {
-  Config config(run_config_schema());
   if (!a.resume.empty()) {
     const bool only_threads = a.flag_values.empty() || (a.flag_values.size() == 1 && a.flag_values.count("threads"));
     if (!a.config_file.empty() || !a.overrides.empty() || !a.mixers.empty() || !a.out.empty() || !only_threads)
       throw Error("--resume continues a run as it was configured (its config.yaml); only --threads may be given");
-    const fs::path cfg = fs::path(a.resume) / "config.yaml";
-    if (!fs::exists(cfg)) throw Error("run directory " + a.resume + " has no config.yaml to resume from");
-    config.merge_yaml_file(cfg.string());
+    // A text run's saved tokenizer.model is read back, not trained again.
+    Config config = run_directory_config(a.resume, " to resume from");
     if (a.flag_values.count("threads")) config.set("threads", a.flag_values.at("threads"), "command line");
     dir = a.resume;
     return config;
   }
+  Config config(run_config_schema());
   if (!a.config_file.empty()) config.merge_yaml_file(a.config_file);
   for (const auto& [key, value] : a.flag_values) config.set(key, value, "command line");
   if (!a.mixers.empty()) config.set("mixer", join_list(a.mixers), "command line");

@@ -10,6 +10,7 @@
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/spec.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/checkpoint.h"  // fnv1a64
 #include "seqmix/train/run.h"
@@ -18,12 +19,21 @@ namespace seqmix {
 namespace fs = std::filesystem;
 namespace {
 
-// The baseline spec of a task followed by one-at-a-time variations of single fields.
+// The baseline spec of a task followed by one-at-a-time variations of single fields: each variation is the
+// baseline with that one field's value replaced (or added, when the baseline leaves it at its default).
 std::vector<std::string> ladder(const std::string& task, const std::string& baseline,
                                 const std::vector<std::pair<std::string, std::vector<std::string>>>& variations) {
-  std::vector<std::string> out{task + ":" + baseline};
+  const Spec base = Spec::parse(task + ":" + baseline);
+  std::vector<std::string> out{base.str()};
   for (const auto& [key, values] : variations)
-    for (const auto& v : values) out.push_back(task + ":" + baseline + "," + key + "=" + v);
+    for (const auto& v : values) {
+      Spec varied = base;
+      auto field = std::find_if(varied.options.begin(), varied.options.end(),
+                                [&key = key](const auto& option) { return option.first == key; });
+      if (field == varied.options.end()) varied.options.emplace_back(key, v);
+      else field->second = v;
+      out.push_back(varied.str());
+    }
   return out;
 }
 
@@ -108,6 +118,7 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
   if (!fs::exists(summary_path) && o.finished_only) return NAN;
   if (!fs::exists(summary_path)) {
     Config config(run_config_schema());
+    std::unique_ptr<Task> task;  // built here only when its default model is needed, then handed to build_run
     // A run stopped before its first checkpoint resumes too: the trainer starts it again from step 0 and
     // drops the log lines and temporary files it left.
     const bool resume = fs::exists(dir / "config.yaml");
@@ -119,7 +130,8 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
       config.set("task", setting, "mad");
       config.set("mixer", mixer, "mad");
       if (!o.residual.empty()) {  // the task's own backbone (lm, or compression's autoencoder) with that residual
-        Spec model = Spec::parse(build_task(setting)->default_model());
+        task = build_task(setting);
+        Spec model = Spec::parse(task->default_model());
         model.options.emplace_back("residual", o.residual);
         config.set("model", model.str(), "mad");
       }
@@ -141,7 +153,7 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
       config.set("train.keep_checkpoints", "1", "mad");
     }
     config.set("threads", std::to_string(o.threads), "mad");
-    Run run = build_run(config, dir.string());
+    Run run = build_run(config, dir.string(), std::move(task));
     run.train.resume = resume;
     run.train.quiet = o.quiet;
     if (!resume) {

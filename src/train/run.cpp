@@ -43,10 +43,10 @@ std::vector<OptionInfo> run_config_schema() {
   };
 }
 
-Run build_run(Config& config, const std::string& out_dir) {
+Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> task) {
   set_threads(static_cast<int>(config.integer("threads")));
   Run run;
-  run.task = build_task(config.text("task"));
+  run.task = task ? std::move(task) : build_task(config.text("task"));
   config.set("task", run.task->resolved_spec(), "config");
   for (const auto& [key, value] : run.task->training_defaults()) config.set_default(key, value, "task " + run.task->name());
   run.model_spec = config.text("model").empty() ? run.task->default_model() : config.text("model");
@@ -100,13 +100,12 @@ Run build_run(Config& config, const std::string& out_dir) {
   return run;
 }
 
-Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded) {
+Config run_directory_config(const std::string& run_dir, const std::string& missing_config_reason) {
   namespace fs = std::filesystem;
   const fs::path config_path = fs::path(run_dir) / "config.yaml";
-  if (!fs::exists(config_path)) throw Error("run directory " + run_dir + " has no config.yaml");
+  if (!fs::exists(config_path)) throw Error("run directory " + run_dir + " has no config.yaml" + missing_config_reason);
   Config config(run_config_schema());
   config.merge_yaml_file(config_path.string());
-  config.set("threads", std::to_string(threads), "command line");
   // A text run trained its tokenizer and saved it (Task::artifacts); reading it back gives the same pieces
   // without the training pass.
   const fs::path tokenizer = fs::path(run_dir) / "tokenizer.model";
@@ -116,6 +115,12 @@ Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& ste
       if (key == "tokenizer" && value.empty()) value = tokenizer.string();
     config.set("task", task.str(), config_path.string());
   }
+  return config;
+}
+
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded) {
+  Config config = run_directory_config(run_dir, "");
+  config.set("threads", std::to_string(threads), "command line");
   Run run = build_run(config, "");
   TrainerState state;
   if (!load_checkpoint(run_dir, *run.model, nullptr, state, step)) throw Error("run directory " + run_dir + " has no checkpoint");

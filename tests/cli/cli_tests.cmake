@@ -200,6 +200,10 @@ set_tests_properties(cli.generate_needs_a_text_run PROPERTIES FIXTURES_REQUIRED 
 add_test(NAME cli.tiny_text_reads_saved_tokenizer COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/tiny_text_copy && cp -r ${SEQMIX_TINY_TEXT_RUN} ${SEQMIX_CLI_TMP}/tiny_text_copy && echo damaged > ${SEQMIX_CLI_TMP}/tiny_text_copy/tokenizer.model && exec ${SEQMIX_EXPECT_ERROR} 'tiny_text_copy/tokenizer.model is not a SentencePiece model' $<TARGET_FILE:seqmix> generate --run ${SEQMIX_CLI_TMP}/tiny_text_copy --tokens 2")
 set_tests_properties(cli.tiny_text_reads_saved_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer")
+# train --resume reads it too: the damaged copy is named before any training.
+add_test(NAME cli.tiny_text_resume_reads_saved_tokenizer COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/tiny_text_resume && cp -r ${SEQMIX_TINY_TEXT_RUN} ${SEQMIX_CLI_TMP}/tiny_text_resume && echo damaged > ${SEQMIX_CLI_TMP}/tiny_text_resume/tokenizer.model && exec ${SEQMIX_EXPECT_ERROR} 'tiny_text_resume/tokenizer.model is not a SentencePiece model' $<TARGET_FILE:seqmix> train --resume ${SEQMIX_CLI_TMP}/tiny_text_resume --threads 1")
+set_tests_properties(cli.tiny_text_resume_reads_saved_tokenizer PROPERTIES FIXTURES_REQUIRED tiny_text_run LABELS "fast;tokenizer")
 seqmix_cli_error(text_missing_file "cannot read the text file ${SEQMIX_CLI_TMP}/absent.txt"
                  train --task text:path=${SEQMIX_CLI_TMP}/absent.txt --steps 1 --out ${SEQMIX_CLI_TMP}/x6)
 seqmix_cli_error(generate_without_run "has no config.yaml" generate --run ${SEQMIX_CLI_TMP}/no_such_run)

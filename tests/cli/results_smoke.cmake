@@ -67,6 +67,20 @@ seqmix_cli_error(mad_unknown_residual "unknown residual scheme 'bogus'; valid re
                  mad --preset cpu --task mad.compression --mixer softmax --residual bogus --max-steps 1 --quiet
                  --out ${SEQMIX_CLI_TMP}/results/mad_bogus)
 
+# results.md quotes the MAD table that its kept records (docs/runs/mad-cpu) give: the table is rebuilt from a
+# copy of them without training, and every row must match results.md's, cell for cell.
+add_test(NAME results.mad_table_matches_results_md COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_kept && rm -rf $d && cp -r ${PROJECT_SOURCE_DIR}/docs/runs/mad-cpu $d && SEQMIX=$<TARGET_FILE:seqmix> ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh $d --preset cpu --finished-only >/dev/null && exec ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/mad_table_in_results.py ${PROJECT_SOURCE_DIR}/docs/results.md $d")
+set_tests_properties(results.mad_table_matches_results_md PROPERTIES LABELS fast TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "all 19 rows of results.md's MAD table match the kept records")
+
+# MAD's paper preset (every setting of a task's ladder, the 6-point lr x wd sweep), each run capped at one
+# step: memorization's ladder is 6 settings, 36 runs.
+add_test(NAME results.mad_paper_preset_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "rm -rf ${SEQMIX_CLI_TMP}/results/mad_paper && exec $<TARGET_FILE:seqmix> mad --preset paper --task mad.memorization --mixer softmax --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_paper")
+set_tests_properties(results.mad_paper_preset_capped PROPERTIES LABELS fast TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "\\| `softmax` \\| [0-9.]+ \\| [0-9.]+ \\|.*capped at --max-steps 1: a smoke test")
+
 # --finished-only tabulates what has finished and trains nothing: one capped compression run, then a table over
 # compression and memorization whose memorization cell (never run) is a dash, as is the row's average.
 add_test(NAME results.mad_finished_only COMMAND ${CMAKE_COMMAND} -E env bash -c

@@ -24,13 +24,19 @@ struct Run {
 };
 
 // Builds the run a config describes. Fills in the resolved model and mixer specs in `config`, so that
-// config.to_yaml() is the complete, reproducible description.
-Run build_run(Config& config, const std::string& out_dir);
+// config.to_yaml() is the complete, reproducible description. `task`, when given, is the task already built
+// from config's task spec (a caller that needed it first, to read its default model), so it is not built twice.
+Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> task = nullptr);
+
+// The configuration a run directory holds: its config.yaml, with a text task pointed at the run's saved
+// tokenizer.model so the BPE is not trained again. Throws Error "run directory DIR has no config.yaml" +
+// `missing_config_reason` when there is none.
+Config run_directory_config(const std::string& run_dir, const std::string& missing_config_reason);
 
 // The run a run directory holds, for eval and generate: its config.yaml with `threads` replaced, and the
 // model with the weights of its checkpoint at `step` (-1 = the latest); `step_loaded` gets that step.
-// A text run reads the tokenizer.model it saved instead of training the BPE again. Throws Error when the
-// directory has no config.yaml or no checkpoint.
+// A text run reads the tokenizer.model it saved (run_directory_config). Throws Error when the directory has
+// no config.yaml or no checkpoint.
 Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded);
 
 }  // namespace seqmix
