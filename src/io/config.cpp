@@ -62,6 +62,11 @@ void Config::apply_override(const std::string& assignment) {
 void Config::merge_yaml_file(const std::string& path) { merge_yaml_text(read_file(path), "config file " + path); }
 
 void Config::merge_yaml_text(const std::string& text, const std::string& source) {
+  // Binary bytes are refused before YAML sees them: yaml-cpp reads a line that starts with '%' as a directive
+  // and can leave an empty document, which would pass as a config with no keys (a default run).
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error(source + " is not a text file (byte " + std::to_string(nul) + " is NUL)");
+  if (!valid_utf8(text)) throw Error(source + " is not UTF-8 text");
   YAML::Node root;
   try {
     root = YAML::Load(text);

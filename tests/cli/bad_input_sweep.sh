@@ -53,8 +53,11 @@ if [ "$group" = core ]; then
   expect config_top_level_list "top_list.yaml" train --config "$W/top_list.yaml" --out "$W/r"
   printf 'train:\n  beta1: 2\n' >"$W/range.yaml"
   expect config_out_of_range "train.beta1" train --config "$W/range.yaml" --out "$W/r"
-  head -c 7 /dev/urandom >"$W/binary.yaml"; printf '\0\377' >>"$W/binary.yaml"
-  expect config_binary_garbage "binary.yaml" train --config "$W/binary.yaml" --out "$W/r"
+  # Fixed bytes, not random ones: '%' and garbage once read as a YAML directive and an empty config (a default run).
+  printf '%%\315\213Fk\237\200\0\377' >"$W/binary.yaml"
+  expect config_binary_garbage "binary.yaml is not a text file" train --config "$W/binary.yaml" --out "$W/r"
+  printf 'seed: 1\n\377\376\n' >"$W/latin1.yaml"
+  expect config_not_utf8 "latin1.yaml is not UTF-8 text" train --config "$W/latin1.yaml" --out "$W/r"
   expect override_without_value "train.lr" "${train[@]}" --set train.lr --out "$W/r"
   expect override_unknown_key "nope" "${train[@]}" --set nope=1 --out "$W/r"
   expect override_wrong_type "train.batch_size" "${train[@]}" --set train.batch_size=four --out "$W/r"

@@ -64,5 +64,22 @@ TEST(Config, FuzzerFindingsStayFixed) {
   EXPECT_NE(item.find("control character: 'soft\\tmax'"), std::string::npos) << item;
 }
 
+// Found by the bad-input sweep's random bytes: '%' then garbage read as a YAML directive and an empty
+// document, so a binary file passed as a config with no keys and a default run started. Binary text is
+// refused before YAML reads it; a config that is empty or only comments still means no keys.
+TEST(Config, BinaryFilesAreRefusedAndEmptyTextIsNoKeys) {
+  Config c(run_config_schema());
+  const std::string directive_garbage("%\xcd\x8b" "Fk\x9f\x80\0\xff", 9);
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text(directive_garbage, "cfg"); }), "cfg is not a text file (byte 7 is NUL)");
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text("%\xcd\x8b" "Fk\x9f\x80\n", "cfg"); }), "cfg is not UTF-8 text");
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text(std::string("seed: 1\0\n", 9), "cfg"); }),
+            "cfg is not a text file (byte 7 is NUL)");
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text("", "cfg"); }), "");
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text("# nothing set\n", "cfg"); }), "");
+  EXPECT_EQ(error_of([&] { c.merge_yaml_text("seed: 7  # \xc3\xa9t\xc3\xa9\n", "cfg"); }), "");
+  EXPECT_EQ(c.integer("seed"), 7);
+  EXPECT_FALSE(c.was_set("train.lr"));
+}
+
 }  // namespace
 }  // namespace seqmix
