@@ -8,12 +8,7 @@
 #include "seqmix/io/error.h"
 #include "seqmix/io/huge_page_allocator.h"
 
-namespace {
-
-// c10 errors carry a source location after the message; the user sees the first line only.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-}  // namespace
+using seqmix::first_line;
 
 int main(int argc, char** argv) {
   seqmix::use_huge_page_allocator();  // large tensors on 2 MiB pages (include/seqmix/io/huge_page_allocator.h)

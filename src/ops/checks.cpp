@@ -121,6 +121,11 @@ void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tenso
               " like state.kv (got ", k_sum.sizes(), ")");
 }
 
+void check_state_features_are_keys(const char* op, const at::Tensor& q_t, const at::Tensor& kv) {
+  TORCH_CHECK(kv.size(2) == q_t.size(2), op, ": the state holds ", kv.size(2), " key features but q_t has dk = ",
+              q_t.size(2));
+}
+
 void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
   check_rank(k, op, "k", 3, "B,T,C");
   check_rank(v, op, "v", 3, "B,T,C");

@@ -37,6 +37,8 @@ void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tenso
 // kv [B,H,F,dv], k_sum [B,H,F] (F, the feature width, is checked by the op).
 void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                           const at::Tensor& kv, const at::Tensor& k_sum);
+// Linear attention and GLA keep the keys themselves as features: their state's F must be q_t's dk.
+void check_state_features_are_keys(const char* op, const at::Tensor& q_t, const at::Tensor& kv);
 // AFT: k, v [B,T,C] and, when defined, mask bool [B,T].
 void check_aft_args(const char* op, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
 // SSM scan: u, delta [B,T,C], A [C,N], b, c [B,T,N].

@@ -352,6 +352,10 @@ TEST(BadShapes, LinearAttention) {
                      auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
                      ops::linear_attention_step(q_t, k_t, v_t, state);
                    }, ls});
+  cases.push_back({ls + ": state of another key width than q_t and k_t", [=] {
+                     auto state = fresh_state();
+                     ops::linear_attention_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, state);
+                   }, "key features"});
   cases.push_back({ls + ": state without k_sum", [=] {
                      auto state = fresh_state();
                      state.k_sum = torch::Tensor();
@@ -409,6 +413,10 @@ TEST(BadShapes, Gla) {
                      state.kv = torch::zeros({kB, kH, kDk * kDv}, kF64);
                      ops::gla_step(q_t, k_t, v_t, a_t, state);
                    }, gs});
+  cases.push_back({gs + ": state of another key width than q_t and k_t", [=] {
+                     auto state = fresh_state();
+                     ops::gla_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, a_t, state);
+                   }, "key features"});
   cases.push_back({gs + ": state of batch size 1 for a batch of 2", [=] {
                      auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
                      ops::gla_step(q_t, k_t, v_t, a_t, state);

@@ -10,8 +10,7 @@ PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tenso
                    const at::Tensor& log_decay_t, LinearAttentionState& state) {
   const char* op = "gla_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
-  TORCH_CHECK(state.kv.size(2) == q_t.size(2), op, ": the state holds ", state.kv.size(2),
-              " key features but q_t has dk = ", q_t.size(2));
+  check_state_features_are_keys(op, q_t, state.kv);
   check_rank(log_decay_t, op, "log_decay_t", 2, "B,H");
   TORCH_CHECK(log_decay_t.sizes() == q_t.sizes().slice(0, 2), op, ": log_decay_t must share [B,H] with q_t (got ",
               log_decay_t.sizes(), " and ", q_t.sizes(), ")");

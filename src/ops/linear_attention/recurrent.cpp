@@ -17,8 +17,7 @@ PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, co
                                 LinearAttentionState& state) {
   const char* op = "linear_attention_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
-  TORCH_CHECK(state.kv.size(2) == q_t.size(2), op, ": the state holds ", state.kv.size(2),
-              " key features but q_t has dk = ", q_t.size(2));
+  check_state_features_are_keys(op, q_t, state.kv);
   state.kv = state.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
   state.k_sum = state.k_sum + k_t;
   PriorRead read;
