@@ -41,7 +41,7 @@ struct BenchArgs {
   std::string child_result;  // where rank 0 of that job writes its timings (JSON)
 };
 
-// One (op or mixer, impl) to time: impl is "fused", "naive" or "" (a mixer without the option, a config);
+// One (op or mixer, impl) to time: impl is "fused", "naive", "torch" or "" (a mixer without the option, a config);
 // spec is the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list several),
 // config the run config's path (--config only, possibly several).
 struct PlannedCase {
@@ -94,7 +94,7 @@ std::vector<std::string> parse_impls(const std::string& text) {
     if (std::find(impls.begin(), impls.end(), i) != impls.end()) throw Error("--impl lists '" + i + "' twice");
     impls.push_back(i);
   }
-  if (impls.empty()) throw Error("--impl expects fused, naive or fused,naive");
+  if (impls.empty()) throw Error("--impl expects a comma-separated list of fused, naive, torch");
   return impls;
 }
 
@@ -346,7 +346,7 @@ void print_speedup(const std::string& x, double x_ms, const std::string& y, doub
     std::printf("%s is %.1fx slower than %s (%s)\n", x.c_str(), 1 / ratio, y.c_str(), pass);
 }
 
-// Ratios measured in this run: fused against naive for each op or mixer timed both ways, and with several
+// Ratios measured in this run: fused against each other impl (naive, torch) of the same op or mixer, and with several
 // ops or configs, the first against each later one with the same impl ("ela (fused) is 6.1x faster than
 // attention (fused)").
 void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
@@ -358,8 +358,10 @@ void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results,
   const bool several_ops = !cases.empty() && compared_key(cases.back()) != compared_key(cases.front());
   for (size_t i = 0; i < cases.size(); ++i)
     for (size_t j = 0; j < cases.size(); ++j) {
-      if (cases[i].op != cases[j].op || cases[i].impl != "fused" || cases[j].impl != "naive") continue;
-      compare(i, j, several_ops ? cases[i].op + " fused" : "fused", several_ops ? cases[j].op + " naive" : "naive");
+      if (cases[i].op != cases[j].op || cases[i].impl != "fused" || cases[j].impl.empty() || cases[j].impl == "fused")
+        continue;
+      compare(i, j, several_ops ? cases[i].op + " fused" : "fused",
+              several_ops ? cases[j].op + " " + cases[j].impl : cases[j].impl);
     }
   if (!several_ops) return;
   for (size_t j = 0; j < cases.size(); ++j)
@@ -545,7 +547,8 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "B,T,H,dk,dv for --op (aft and ssm use C = H*dv channels, ssm N = dk states; aft and lrnn_decay "
                   "ignore dk), B,T,D for --model, B,T for --config");
   sub->add_option("--impl", a->impl,
-                  "fused, naive or fused,naive (default: both; for --model, both when the mixer has an impl option)");
+                  "comma-separated impls: fused, naive, torch (PyTorch's own kernel: attention and softmax only); "
+                  "default fused,naive (for --model, when the mixer has an impl option)");
   sub->add_flag("--backward", a->backward, "also time forward+backward");
   sub->add_flag("--json", a->json, "one JSON object per line");
   sub->add_option("--repeats", a->repeats, "timed runs (the median is reported)")->capture_default_str();

@@ -10,7 +10,7 @@ namespace seqmix::cli {
 
 void add_eval_command(CLI::App& app, Action& action) {
   struct Args {
-    std::string run;
+    std::string run, weights;
     int64_t step = -1;
     bool json = false;
     int threads = 0;
@@ -18,21 +18,29 @@ void add_eval_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("eval", "re-evaluate a run's checkpoint on its test set");
   sub->add_option("--run", a->run, "run directory")->required();
-  sub->add_option("--step", a->step, "checkpoint step (default: the latest)");
+  auto* step = sub->add_option("--step", a->step, "checkpoint step (default: the latest)");
+  sub->add_option("--weights", a->weights,
+                  "evaluate the run's model with the model.* tensors of this safetensors file instead of a checkpoint "
+                  "(e.g. written by Python's safetensors.torch.save_file with metadata format=seqmix-checkpoint-1)")
+      ->excludes(step);
   sub->add_flag("--json", a->json, "print one JSON object");
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
   sub->callback([&action, a] {
     action = [a] {
       int64_t step = 0;
-      Run run = load_run(a->run, a->threads, a->step, step);
+      Run run = load_run(a->run, a->threads, a->step, step, a->weights);
       const Metrics m = evaluate(*run.model, *run.task);
       if (a->json) {
-        nlohmann::json j = {{"run", a->run}, {"step", step}};
+        nlohmann::json j = {{"run", a->run}};
+        if (a->weights.empty()) j["step"] = step;
+        else j["weights"] = a->weights;
         for (const auto& [k, v] : m) j[k] = v;
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("run %s, checkpoint at step %lld, test set of %lld examples\n", a->run.c_str(),
-                    static_cast<long long>(step), static_cast<long long>(run.task->test_set().size()));
+        const std::string weights =
+            a->weights.empty() ? "checkpoint at step " + std::to_string(step) : "weights " + a->weights;
+        std::printf("run %s, %s, test set of %lld examples\n", a->run.c_str(), weights.c_str(),
+                    static_cast<long long>(run.task->test_set().size()));
         for (const auto& [k, v] : m) std::printf("  %-16s %.6f\n", k.c_str(), v);
       }
       return 0;

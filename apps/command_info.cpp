@@ -1,6 +1,6 @@
-// seqmix info: versions, threads, and which BLAS is loaded with its measured speed.
+// seqmix info: versions, threads, the torch library and the BLAS it runs on, with its measured speed.
 #include <torch/torch.h>
-#include <torch/version.h>
+#include <ATen/Version.h>
 
 #include <thread>
 
@@ -11,17 +11,13 @@ namespace seqmix::cli {
 namespace {
 
 int run_info() {
-  // Measured first, so the BLAS library is loaded before it is described.
   const double gflops = matmul_gflops(1024);
-  const auto libs = loaded_blas_libraries();
   std::printf("seqmix       %s\n", SEQMIX_VERSION);
-  std::printf("LibTorch     %s\n", TORCH_VERSION);
-  std::printf("threads      %d intra-op (hardware: %u); BLAS calls single-threaded inside them\n",
-              at::get_num_threads(), std::thread::hardware_concurrency());
+  std::printf("torch        %s\n", torch_description().c_str());
+  std::printf("threads      %d intra-op (hardware: %u)\n", at::get_num_threads(), std::thread::hardware_concurrency());
   std::printf("BLAS         %s\n", blas_description().c_str());
-  for (const auto& l : libs) std::printf("             %s\n", l.c_str());
-  std::printf("matmul       %.1f GFLOP/s (1024x1024 fp32, median of 7, %d BLAS threads)\n", gflops,
-              at::get_num_threads());
+  std::printf("CPU kernels  %s (ATen's vectorised kernels)\n", at::get_cpu_capability().c_str());
+  std::printf("matmul       %.1f GFLOP/s (1024x1024 fp32, median of 7, %d threads)\n", gflops, at::get_num_threads());
   return 0;
 }
 

@@ -27,6 +27,7 @@ struct TrainArgs {
   std::string dist_init;                           // env:// or file://PATH: join a job as one worker
   std::optional<int> rank, world_size;             // for file://
   int dist_timeout = 300;                          // seconds
+  std::optional<std::string> dist_backend;         // gloo (default) or nccl
 };
 
 std::string default_run_dir(const std::string& task_spec) {
@@ -107,6 +108,7 @@ int launch_workers(const TrainArgs& a) {
     if (!resume) start_run_directory(config, run, dir);
   }
   std::vector<std::string> arguments = {"train", "--resume", dir, "--dist-timeout", std::to_string(a.dist_timeout)};
+  if (a.dist_backend) arguments.insert(arguments.end(), {"--dist-backend", *a.dist_backend});
   if (a.flag_values.count("threads")) arguments.insert(arguments.end(), {"--threads", a.flag_values.at("threads")});
   return dist::run_local_workers("train", arguments, a.nproc);
 }
@@ -115,6 +117,7 @@ int launch_workers(const TrainArgs& a) {
 std::shared_ptr<dist::Communicator> join_job(const TrainArgs& a) {
   if (a.dist_init.empty() && !dist::launched_distributed()) {
     if (a.rank || a.world_size) throw Error("--rank and --world-size belong to --dist-init file://PATH");
+    if (a.dist_backend) throw Error("--dist-backend belongs to a data-parallel job (--nproc, torchrun or --dist-init)");
     return nullptr;
   }
   if ((a.rank || a.world_size) && a.dist_init.rfind("file://", 0) != 0)
@@ -124,6 +127,7 @@ std::shared_ptr<dist::Communicator> join_job(const TrainArgs& a) {
   options.rank = a.rank;
   options.world_size = a.world_size;
   options.timeout = std::chrono::seconds(a.dist_timeout);
+  if (a.dist_backend) options.backend = *a.dist_backend;
   return dist::Communicator::join(options);
 }
 
@@ -191,6 +195,9 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--rank", a->rank, "this worker's rank, with --dist-init file://PATH (default: $RANK)")->check(CLI::NonNegativeNumber);
   sub->add_option("--world-size", a->world_size, "the number of workers, with --dist-init file://PATH (default: $WORLD_SIZE)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--dist-backend", a->dist_backend,
+                  "collectives of a data-parallel job: gloo (default, CPU) or nccl (one GPU per worker; built where "
+                  "torch ships NCCL, never run here: docs/distributed.md)");
   sub->add_option("--dist-timeout", a->dist_timeout,
                   "seconds a worker waits for the others (joining, every collective) before it gives up (default 300)");
   sub->add_flag_callback(

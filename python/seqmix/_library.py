@@ -24,8 +24,8 @@ def library_path():
 def load_library():
     """Loads libseqmix_ops.so once: $SEQMIX_OPS_LIBRARY, else next to this package, else the checkout's build/.
 
-    The library must be built against the LibTorch of the running torch (Debian's python3-torch with the
-    Debian build; pip torch 2.x with a build against its bundled LibTorch, docs/python.md)."""
+    The library must be built against the LibTorch of the running torch: the project's .venv/ torch for the
+    build scripts/setup.sh makes (docs/python.md says how to build against another torch 2.x)."""
     global _loaded_path
     if _loaded_path is not None:
         return _loaded_path

@@ -1,7 +1,8 @@
 """Typed wrappers of torch.ops.seqmix.*: the seqmix ops with autograd (the fused kernels' hand-written backward,
 or ATen's for the naive twins). Tensors are float32 or float64 on the CPU. Shapes use B batch, T queries,
 S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value width, C channels, N states.
-`impl` is "fused" (the default) or "naive" (the readable twin the tests hold the fused kernel to).
+`impl` is "fused" (the default) or "naive" (the readable twin the tests hold the fused kernel to); attention also
+takes "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics).
 """
 from typing import Optional, Tuple
 

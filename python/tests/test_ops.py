@@ -182,7 +182,7 @@ class OpCase(unittest.TestCase):
 class Attention(OpCase):
     def test_fused_and_naive_match_the_definition(self):
         q, k, v = randn(2, 5, 2, 3), randn(2, 7, 2, 3), randn(2, 7, 2, 4)
-        for impl in ("fused", "naive"):
+        for impl in ("fused", "naive", "torch"):  # torch: PyTorch's own scaled_dot_product_attention
             for causal in (True, False):
                 with self.subTest(impl=impl, causal=causal):
                     self.check(lambda q, k, v: seqmix.attention(q, k, v, causal, 0.7, impl=impl),
@@ -191,8 +191,10 @@ class Attention(OpCase):
     def test_key_mask_and_default_scale(self):
         q, k, v = randn(2, 6, 1, 4), randn(2, 6, 1, 4), randn(2, 6, 1, 2)
         mask = torch.tensor([[True] * 6, [True, True, False, True, False, True]])
-        self.check(lambda q, k, v: seqmix.attention(q, k, v, key_mask=mask),
-                   lambda q, k, v: attention_ref(q, k, v, True, 0.5, mask), (q, k, v))
+        for impl in ("fused", "torch"):
+            with self.subTest(impl=impl):
+                self.check(lambda q, k, v: seqmix.attention(q, k, v, key_mask=mask, impl=impl),
+                           lambda q, k, v: attention_ref(q, k, v, True, 0.5, mask), (q, k, v))
 
     def test_float32_matches_float64(self):
         q, k, v = (torch.randn(1, 33, 2, 8, dtype=D) for _ in range(3))
@@ -208,6 +210,8 @@ class Attention(OpCase):
     def test_bad_arguments_are_runtime_errors(self):
         with self.assertRaisesRegex(RuntimeError, "impl"):
             seqmix.attention(*(torch.randn(1, 2, 1, 2) for _ in range(3)), impl="turbo")
+        with self.assertRaisesRegex(RuntimeError, "gla has no impl 'torch'"):
+            seqmix.gla(*(torch.rand(1, 2, 1, 2) for _ in range(3)), torch.zeros(1, 2, 1), impl="torch")
         with self.assertRaises(RuntimeError):
             seqmix.attention(torch.randn(1, 2, 1, 2), torch.randn(1, 2, 1, 3), torch.randn(1, 2, 1, 2))
 

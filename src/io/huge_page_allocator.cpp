@@ -71,12 +71,16 @@ void release(void* data) {
 // blocks through a deleter of ours, with its lock, made the T=1024 GLA forward 50% slower.)
 class HugePageAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     if (n < kHugePageBlockBytes) return c10::GetDefaultCPUAllocator()->allocate(n);
     void* data = map_huge(n);
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  // Tensor.clone() of a storage of ours: host memory on both sides, so a plain copy.
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/plugin.h"
 #include "seqmix/io/printable.h"
 #include "sentencepiece/backend_api.h"
 
@@ -43,16 +44,6 @@ struct Plugin {
   seqmix_sp_release_fn release;
 };
 
-// The plugin next to the running program (the seqmix binary), else where the build put it.
-std::vector<std::string> plugin_candidates() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) out.push_back((exe.parent_path() / kPluginName).string());
-  out.push_back(SEQMIX_SENTENCEPIECE_PLUGIN);
-  return out;
-}
-
 // RTLD_DEEPBIND keeps the plugin's protobuf apart from LibTorch's. A program that links no LibTorch (the
 // tokenizer fuzz target) has no second protobuf and may load it plainly. Sanitizer runtimes refuse
 // RTLD_DEEPBIND, and without it a LibTorch program aborts on protobuf's version check, so a sanitizer
@@ -79,30 +70,18 @@ const Plugin& plugin() {
       failure = kPluginUnavailable;
       return;
     }
-    void* handle = nullptr;
-    std::string tried;
-    for (const auto& path : plugin_candidates()) {
-      if (!std::filesystem::exists(path)) continue;
-      handle = dlopen(path.c_str(), kPluginFlags);
-      if (handle) break;
-      tried += std::string(" ") + dlerror();
+    try {
+      void* handle = open_plugin("tokenizer", kPluginName, SEQMIX_SENTENCEPIECE_PLUGIN, kPluginFlags);
+      auto symbol = [&](const char* name) { return plugin_symbol(handle, "tokenizer", name); };
+      p.train = reinterpret_cast<seqmix_sp_train_fn>(symbol("seqmix_sp_train"));
+      p.load = reinterpret_cast<seqmix_sp_load_fn>(symbol("seqmix_sp_load"));
+      p.encode = reinterpret_cast<seqmix_sp_encode_fn>(symbol("seqmix_sp_encode"));
+      p.decode = reinterpret_cast<seqmix_sp_decode_fn>(symbol("seqmix_sp_decode"));
+      p.size = reinterpret_cast<seqmix_sp_size_fn>(symbol("seqmix_sp_size"));
+      p.release = reinterpret_cast<seqmix_sp_release_fn>(symbol("seqmix_sp_release"));
+    } catch (const Error& e) {
+      failure = e.what();
     }
-    if (!handle) {
-      failure = std::string("tokenizer: cannot load the SentencePiece plugin ") + kPluginName + " (looked next to the program and in " +
-                SEQMIX_SENTENCEPIECE_PLUGIN + ")" + tried;
-      return;
-    }
-    auto symbol = [&](const char* name) {
-      void* f = dlsym(handle, name);
-      if (!f && failure.empty()) failure = std::string("tokenizer: the SentencePiece plugin lacks ") + name;
-      return f;
-    };
-    p.train = reinterpret_cast<seqmix_sp_train_fn>(symbol("seqmix_sp_train"));
-    p.load = reinterpret_cast<seqmix_sp_load_fn>(symbol("seqmix_sp_load"));
-    p.encode = reinterpret_cast<seqmix_sp_encode_fn>(symbol("seqmix_sp_encode"));
-    p.decode = reinterpret_cast<seqmix_sp_decode_fn>(symbol("seqmix_sp_decode"));
-    p.size = reinterpret_cast<seqmix_sp_size_fn>(symbol("seqmix_sp_size"));
-    p.release = reinterpret_cast<seqmix_sp_release_fn>(symbol("seqmix_sp_release"));
   });
   if (!failure.empty()) throw Error(failure);
   return p;

@@ -16,8 +16,7 @@ SoftmaxAttentionImpl::SoftmaxAttentionImpl(const SoftmaxAttentionOptions& option
 
 torch::Tensor SoftmaxAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, bool causal) {
-  return impl_ == ops::Impl::fused ? ops::softmax_attention_fused(q, k, v, causal, scale_)
-                                   : ops::softmax_attention_naive(q, k, v, causal, scale_);
+  return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_);
 }
 
 }  // namespace seqmix

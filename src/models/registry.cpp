@@ -134,7 +134,8 @@ const std::vector<MixerEntry>& mixer_entries() {
       {{"softmax", "multi-head softmax attention (the S baseline)",
         with(kv_attention_options(true),
              {OptionInfo::real("scale", 0.0, "score scale; 0 means 1/sqrt(head width)", 0.0),
-              impl_option()})},
+              OptionInfo::choice("impl", "fused", {"fused", "naive", "torch"},
+                                 "fused kernel, its naive (materialised) twin, or torch's scaled_dot_product_attention")})},
        [](const MixerContext& c, const Options& o) -> Mixer {
          SoftmaxAttentionOptions a;
          read_kv_attention(c, o, a);

@@ -2,8 +2,8 @@
 // are packed into panels (op(A) in MR-row panels, op(B) in NR-column panels, zero-padded at the edges)
 // and a register-blocked MR x NR micro-kernel of FMAs runs over the shared dimension. Written with
 // GCC vector extensions, so -march decides the instructions (AVX2 + FMA here). BLAS is not called from
-// inside parallel regions: OpenBLAS's pthread build serialises concurrent small calls (measured here:
-// 49 GF/s on one thread, 28 GF/s for two threads together on 64x64 blocks).
+// inside parallel regions: the first platform's OpenBLAS (pthread build) serialised concurrent small calls
+// (measured: 49 GF/s on one thread, 28 GF/s for two threads together on 64x64 blocks).
 #include <cstring>
 #include <vector>
 

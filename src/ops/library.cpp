@@ -5,7 +5,8 @@
 // custom autograd Function (the fused kernels' hand-written backward) or ATen graph (the naive twins)
 // records the backward. The CPU kernel is what the dispatcher runs below autograd (inference mode, or a
 // caller that excluded the autograd keys): the same function with gradient recording off.
-// `impl` picks the fused kernel or its naive twin, as `impl=` does in a mixer spec.
+// `impl` picks the fused kernel or its naive twin (or, for attention, PyTorch's own kernel), as `impl=` does in
+// a mixer spec.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 #include <torch/torch.h>
@@ -34,7 +35,8 @@ using TensorPair = std::tuple<Tensor, Tensor>;
 // The floor of a prior's normaliser in the FEM reads (as the FEM layer's).
 constexpr double kNormaliserFloor = 1e-30;
 
-bool fused(c10::string_view impl) { return parse_impl(std::string(impl)) == Impl::fused; }
+// Whether `op` (which has fused and naive implementations only) runs its fused kernel.
+bool fused(c10::string_view impl, const char* op) { return runs_fused(parse_impl(std::string(impl)), op); }
 Tensor or_undefined(const c10::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
 double scale_or_default(c10::optional<double> scale, const Tensor& q) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -44,9 +46,8 @@ TensorPair pair(const FemRead& r) { return {r.mean, r.free_energy}; }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, c10::optional<double> scale,
                  const c10::optional<Tensor>& key_mask, c10::string_view impl) {
-  const double s = scale_or_default(scale, q);
-  return fused(impl) ? softmax_attention_fused(q, k, v, causal, s, or_undefined(key_mask))
-                     : softmax_attention_naive(q, k, v, causal, s, or_undefined(key_mask));
+  return softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask),
+                           parse_impl(std::string(impl)));
 }
 
 Tensor relu_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double eps) {
@@ -57,7 +58,7 @@ TensorPair fem_softmax_read(const Tensor& q, const Tensor& k, const Tensor& v, c
                             bool causal, c10::optional<double> scale, const c10::optional<Tensor>& key_mask,
                             c10::string_view impl) {
   const double s = scale_or_default(scale, q);
-  return pair(fused(impl) ? fem_softmax_read_fused(q, k, v, beta, cap, causal, s, or_undefined(key_mask))
+  return pair(fused(impl, "fem_softmax_read") ? fem_softmax_read_fused(q, k, v, beta, cap, causal, s, or_undefined(key_mask))
                           : fem_softmax_read_naive(q, k, v, beta, cap, causal, s, or_undefined(key_mask)));
 }
 
@@ -68,20 +69,20 @@ TensorPair scale_values(const Tensor& v, const Tensor& beta, double cap) {
 }
 
 TensorPair linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, c10::string_view impl) {
-  return pair(fused(impl) ? linear_attention_fused(q, k, v, causal) : linear_attention_naive(q, k, v, causal));
+  return pair(fused(impl, "linear_attention") ? linear_attention_fused(q, k, v, causal) : linear_attention_naive(q, k, v, causal));
 }
 
 TensorPair gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& log_decay, c10::string_view impl) {
-  return pair(fused(impl) ? gla_fused(q, k, v, log_decay) : gla_naive(q, k, v, log_decay));
+  return pair(fused(impl, "gla") ? gla_fused(q, k, v, log_decay) : gla_naive(q, k, v, log_decay));
 }
 
 TensorPair aft(const Tensor& k, const Tensor& v, const c10::optional<Tensor>& mask, c10::string_view impl) {
-  return pair(fused(impl) ? aft_fused(k, v, or_undefined(mask)) : aft_naive(k, v, or_undefined(mask)));
+  return pair(fused(impl, "aft") ? aft_fused(k, v, or_undefined(mask)) : aft_naive(k, v, or_undefined(mask)));
 }
 
 Tensor ssm_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& b, const Tensor& c,
                 c10::string_view impl) {
-  return fused(impl) ? ssm_scan_fused(u, delta, A, b, c) : ssm_scan_naive(u, delta, A, b, c);
+  return fused(impl, "ssm_scan") ? ssm_scan_fused(u, delta, A, b, c) : ssm_scan_naive(u, delta, A, b, c);
 }
 
 Tensor normalised(const Tensor& numerator, const Tensor& normaliser, double eps) {
@@ -116,7 +117,7 @@ TensorPair fem_linear_prior_read(const char* op, const Tensor& v, const Tensor& 
 TensorPair fem_linear_read(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, double cap,
                            bool causal, c10::string_view impl) {
   TORCH_CHECK(v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const bool use_fused = fused(impl);
+  const bool use_fused = fused(impl, "fem_linear_read");
   return fem_linear_prior_read("fem_linear_read", v, beta, cap, [&](const Tensor& values) {
     const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
     return normalised_read(use_fused ? linear_attention_fused(wq, wk, values, causal)
@@ -128,7 +129,7 @@ TensorPair fem_linear_read(const Tensor& q, const Tensor& k, const Tensor& v, co
 TensorPair fem_gla_read(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& log_decay, const Tensor& beta,
                         double cap, c10::string_view impl) {
   TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const bool use_fused = fused(impl);
+  const bool use_fused = fused(impl, "fem_gla_read");
   return fem_linear_prior_read("fem_gla_read", v, beta, cap, [&](const Tensor& values) {
     const auto type = values.scalar_type();
     const auto wq = q.to(type), wk = k.to(type), wa = log_decay.to(type);
@@ -140,7 +141,7 @@ TensorPair fem_aft_read(const Tensor& k, const Tensor& v, const Tensor& beta, do
                         const c10::optional<Tensor>& mask, c10::string_view impl) {
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
-  const bool use_fused = fused(impl);
+  const bool use_fused = fused(impl, "fem_aft_read");
   return fem_linear_prior_read("fem_aft_read", v, beta, cap, [&](const Tensor& values) {
     const auto keys = torch::cat({k, k}, -1).to(values.scalar_type());  // each channel's key logit, for both streams
     const auto m = or_undefined(mask);
@@ -151,7 +152,7 @@ TensorPair fem_aft_read(const Tensor& k, const Tensor& v, const Tensor& beta, do
 Tensor ela(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_view kernel, bool causal, double eps,
            c10::string_view impl) {
   const ExactKernel& chosen = exact_kernel(std::string(kernel));
-  return fused(impl) ? ela_fused(q, k, v, chosen, causal, eps) : ela_naive(q, k, v, chosen, causal, eps);
+  return fused(impl, "ela") ? ela_fused(q, k, v, chosen, causal, eps) : ela_naive(q, k, v, chosen, causal, eps);
 }
 
 HyperMixing mixing(const c10::optional<Tensor>& diag, const c10::optional<Tensor>& U, const c10::optional<Tensor>& Vt,
@@ -190,19 +191,19 @@ Tensor hypermlp_read(const Tensor& q, const Tensor& k, const Tensor& v, const c1
   const HyperMixing after = mixing(diag2, U2, Vt2, "after the activation");
   TORCH_CHECK(before.defined() == s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
   TORCH_CHECK(after.defined() == s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
-  return fused(impl) ? hypermlp_read_blocked(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options)
+  return fused(impl, "hypermlp_read") ? hypermlp_read_blocked(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options)
                      : hypermlp_read_dense(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options);
 }
 
 Tensor mha2nd1st(const Tensor& q, const Tensor& k, const Tensor& temperature, const Tensor& bias_scale, bool causal,
                  c10::string_view impl) {
-  return fused(impl) ? mha2nd1st_read(q, k, temperature, bias_scale, causal)
+  return fused(impl, "mha2nd1st_read") ? mha2nd1st_read(q, k, temperature, bias_scale, causal)
                      : mha2nd1st_read_covariance(q, k, temperature, bias_scale, causal);
 }
 
 Tensor light2nd1st(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& tau, bool causal,
                    c10::string_view impl) {
-  return fused(impl) ? light2nd1st_read(q, k, v, scale, tau, causal)
+  return fused(impl, "light2nd1st_read") ? light2nd1st_read(q, k, v, scale, tau, causal)
                      : light2nd1st_read_covariance(q, k, v, scale, tau, causal);
 }
 
@@ -213,7 +214,7 @@ Tensor light2nd1st(const Tensor& q, const Tensor& k, const Tensor& v, double sca
 TensorPair fem_ssm_read(const Tensor& v, const Tensor& delta, const Tensor& A, const Tensor& b, const Tensor& c,
                         const c10::optional<Tensor>& D, const Tensor& beta, double cap, c10::string_view impl) {
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
-  const bool use_fused = fused(impl);
+  const bool use_fused = fused(impl, "fem_ssm_read");
   return fem_linear_prior_read("fem_ssm_read", v, beta, cap, [&](const Tensor& values) {
     const auto type = values.scalar_type();
     // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.

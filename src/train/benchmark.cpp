@@ -35,20 +35,18 @@ at::Tensor leaf(const at::Tensor& t) { return t.detach().requires_grad_(); }
 // Non-negative features (a normalised linear read): relu(x) + 1e-6.
 at::Tensor features(at::IntArrayRef shape) { return leaf(torch::relu(torch::randn(shape)) + 1e-6); }
 
-BenchCase attention_case(bool fused, const OpShape& s) {
+BenchCase attention_case(ops::Impl impl, const OpShape& s) {
   const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
   const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
   return BenchCase(
-      [=] {
-        return Tensors{fused ? ops::softmax_attention_fused(q, k, v, true, scale)
-                             : ops::softmax_attention_naive(q, k, v, true, scale)};
-      },
+      [=] { return Tensors{ops::softmax_attention(q, k, v, true, scale, {}, impl)}; },
       {q, k, v});
 }
 
-BenchCase fem_softmax_read_case(bool fused, const OpShape& s) {
+BenchCase fem_softmax_read_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "fem_softmax_read");
   const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
   const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
@@ -63,7 +61,8 @@ BenchCase fem_softmax_read_case(bool fused, const OpShape& s) {
       {q, k, v, beta});
 }
 
-BenchCase linear_attention_case(bool fused, const OpShape& s) {
+BenchCase linear_attention_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "linear_attention");
   const auto q = features({s.batch, s.length, s.heads, s.dk});
   const auto k = features({s.batch, s.length, s.heads, s.dk});
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
@@ -88,7 +87,8 @@ BenchCase gla_read_case(bool fused, const at::Tensor& q, const at::Tensor& k, co
       std::move(leaves));
 }
 
-BenchCase gla_case(bool fused, const OpShape& s) {
+BenchCase gla_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "gla");
   const auto q = features({s.batch, s.length, s.heads, s.dk});
   const auto k = features({s.batch, s.length, s.heads, s.dk});
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
@@ -96,14 +96,16 @@ BenchCase gla_case(bool fused, const OpShape& s) {
 }
 
 // LRNN-decay: GLA with unit features q = k = 1 of width 1 (constants, not leaves); dk is not used.
-BenchCase lrnn_decay_case(bool fused, const OpShape& s) {
+BenchCase lrnn_decay_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "lrnn_decay");
   const auto ones = torch::ones({s.batch, s.length, s.heads, 1});
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
   return gla_read_case(fused, ones, ones, v, {v});
 }
 
 // Per-channel keys and values [B,T,C], C = H*dv; dk is not used.
-BenchCase aft_case(bool fused, const OpShape& s) {
+BenchCase aft_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "aft");
   const auto k = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
   const auto v = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
   return BenchCase(
@@ -115,7 +117,8 @@ BenchCase aft_case(bool fused, const OpShape& s) {
 }
 
 // Channels C = H*dv, states N = dk: u [B,T,C], delta > 0 [B,T,C], A < 0 [C,N], b, c >= 0 [B,T,N].
-BenchCase ssm_case(bool fused, const OpShape& s) {
+BenchCase ssm_case(ops::Impl impl, const OpShape& s) {
+  const bool fused = ops::runs_fused(impl, "ssm");
   const int64_t channels = s.heads * s.dv;
   const auto u = leaf(torch::randn({s.batch, s.length, channels}));
   const auto delta = leaf(torch::softplus(torch::randn({s.batch, s.length, channels})));
@@ -140,12 +143,16 @@ BenchCase ela_case(const std::string& kernel_name, bool fused, const OpShape& s)
       },
       {q, k, v});
 }
-BenchCase ela_hadamard_case(bool fused, const OpShape& s) { return ela_case("hadamard_exp", fused, s); }
-BenchCase ela_sum_sq_case(bool fused, const OpShape& s) { return ela_case("sum_sq_euclidean", fused, s); }
+BenchCase ela_hadamard_case(ops::Impl impl, const OpShape& s) {
+  return ela_case("hadamard_exp", ops::runs_fused(impl, "ela"), s);
+}
+BenchCase ela_sum_sq_case(ops::Impl impl, const OpShape& s) {
+  return ela_case("sum_sq_euclidean", ops::runs_fused(impl, "ela_sum_sq"), s);
+}
 
 struct OpEntry {
   std::string name;
-  BenchCase (*make)(bool fused, const OpShape& shape);
+  BenchCase (*make)(ops::Impl impl, const OpShape& shape);
 };
 
 const std::vector<OpEntry>& op_table() {
@@ -215,11 +222,11 @@ void BenchCase::check_finite(const std::string& what) const {
 }
 
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape) {
-  const bool fused = ops::parse_impl(impl) == ops::Impl::fused;
+  const ops::Impl choice = ops::parse_impl(impl);
   for (const auto& e : op_table()) {
     if (e.name != op) continue;
     torch::manual_seed(0);
-    return e.make(fused, shape);
+    return e.make(choice, shape);
   }
   throw Error("unknown op '" + op + "'; valid ops: " + join(bench_op_names()));
 }

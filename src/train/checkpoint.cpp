@@ -49,7 +49,8 @@ std::string from_hex(const std::string& hex, const std::string& where) {
   return out;
 }
 
-std::string optimizer_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The optimizer's per-parameter state is keyed by the parameter's TensorImpl.
+void* optimizer_key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 nlohmann::json metrics_json(const std::map<std::string, double>& m) {
   nlohmann::json j = nlohmann::json::object();
@@ -63,7 +64,41 @@ std::map<std::string, double> metrics_from(const nlohmann::json& j) {
   return m;
 }
 
+// The file's tensor `name`, which must have like's shape and dtype.
+const torch::Tensor& expect_tensor(const SafetensorsFile& file, const std::string& path, const std::string& name,
+                                   const torch::Tensor& like) {
+  if (!file.contains(name)) throw Error("checkpoint " + path + " does not fit the model: no tensor '" + name + "'");
+  const auto& t = file.at(name);
+  if (t.sizes() != like.sizes() || t.scalar_type() != like.scalar_type())
+    throw Error("checkpoint " + path + " does not fit the model: tensor '" + name + "' has shape " + c10::str(t.sizes()) +
+                " " + c10::toString(t.scalar_type()) + ", the model " + c10::str(like.sizes()) + " " +
+                c10::toString(like.scalar_type()));
+  return t;
+}
+
+// Every parameter and buffer of the model, as model.<name>, with its shape and dtype.
+void check_model_fits(const SafetensorsFile& file, const std::string& path, torch::nn::Module& model) {
+  for (const auto& p : model.named_parameters()) expect_tensor(file, path, "model." + p.key(), p.value());
+  for (const auto& b : model.named_buffers()) expect_tensor(file, path, "model." + b.key(), b.value());
+}
+
+void copy_model(const SafetensorsFile& file, torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model.named_parameters()) p.value().copy_(file.at("model." + p.key()));
+  for (const auto& b : model.named_buffers()) b.value().copy_(file.at("model." + b.key()));
+}
+
 }  // namespace
+
+void load_model_weights(const std::string& path, torch::nn::Module& model) {
+  const SafetensorsFile file = read_safetensors(path);
+  const auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != kFormat)
+    throw Error(path + " is not a seqmix checkpoint: its metadata has no format=" + kFormat +
+                " (from Python: safetensors.torch.save_file(tensors, path, metadata={'format': '" + kFormat + "'}))");
+  check_model_fits(file, path, model);
+  copy_model(file, model);
+}
 
 uint64_t fnv1a64(const std::string& bytes) {
   uint64_t h = 1469598103934665603ULL;
@@ -182,23 +217,13 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   const SafetensorsFile file = parse_safetensors(bytes, tensors_path);
 
   // Check everything before changing anything.
-  auto expect = [&](const std::string& name, const torch::Tensor& like) -> const torch::Tensor& {
-    if (!file.contains(name)) throw Error("checkpoint " + tensors_path + " does not fit the model: no tensor '" + name + "'");
-    const auto& t = file.at(name);
-    if (t.sizes() != like.sizes() || t.scalar_type() != like.scalar_type())
-      throw Error("checkpoint " + tensors_path + " does not fit the model: tensor '" + name + "' has shape " +
-                  c10::str(t.sizes()) + " " + c10::toString(t.scalar_type()) + ", the model " + c10::str(like.sizes()) +
-                  " " + c10::toString(like.scalar_type()));
-    return t;
-  };
-  for (const auto& p : model.named_parameters()) expect("model." + p.key(), p.value());
-  for (const auto& b : model.named_buffers()) expect("model." + b.key(), b.value());
+  check_model_fits(file, tensors_path, model);
   // A parameter's optimizer state is complete (both moments and a one-element step count) or absent.
   for (const auto& p : model.named_parameters()) {
     const std::string base = "optimizer." + p.key();
     if (!file.contains(base + ".exp_avg")) continue;
-    expect(base + ".exp_avg", p.value());
-    expect(base + ".exp_avg_sq", p.value());
+    expect_tensor(file, tensors_path, base + ".exp_avg", p.value());
+    expect_tensor(file, tensors_path, base + ".exp_avg_sq", p.value());
     if (!file.contains(base + ".step") || file.at(base + ".step").numel() != 1 ||
         file.at(base + ".step").scalar_type() != torch::kLong)
       throw Error("checkpoint " + tensors_path + " does not fit the model: '" + base + ".step' is missing or not one int64");
@@ -213,9 +238,7 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     throw Error(where + " holds an invalid RNG state");
   }
 
-  torch::NoGradGuard no_grad;
-  for (const auto& p : model.named_parameters()) p.value().copy_(file.at("model." + p.key()));
-  for (const auto& b : model.named_buffers()) b.value().copy_(file.at("model." + b.key()));
+  copy_model(file, model);
   if (optimizer) {
     auto& opt_state = optimizer->state();
     opt_state.clear();

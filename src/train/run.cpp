@@ -19,7 +19,7 @@ std::vector<OptionInfo> run_config_schema() {
       OptionInfo::text("model", "", "model spec; empty: the task's default model"),
       OptionInfo::integer("seed", 0, "seed of the model initialisation", 0),
       OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
-      OptionInfo::integer("train.steps", 1000, "optimizer steps", 1),
+      OptionInfo::integer("train.steps", 2000, "optimizer steps", 1),
       OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
       OptionInfo::real("train.lr", 3e-3, "peak learning rate", 0.0),
       OptionInfo::real("train.min_lr", 0.0, "learning rate at the end of the cosine decay", 0.0),
@@ -118,10 +118,15 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
   return config;
 }
 
-Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded) {
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded, const std::string& weights) {
   Config config = run_directory_config(run_dir, "");
   config.set("threads", std::to_string(threads), "command line");
   Run run = build_run(config, "");
+  if (!weights.empty()) {
+    load_model_weights(weights, *run.model);
+    step_loaded = -1;
+    return run;
+  }
   TrainerState state;
   if (!load_checkpoint(run_dir, *run.model, nullptr, state, step)) throw Error("run directory " + run_dir + " has no checkpoint");
   step_loaded = state.step;

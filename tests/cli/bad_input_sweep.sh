@@ -142,6 +142,14 @@ if [ "$group" = core ]; then
   expect dist_env_not_integer "RANK='one' is not an integer" "${train[@]}" --out "$W/r"
   unset WORLD_SIZE RANK
   expect dist_join_timeout "could not join the job of 2 at file://$W/s2: .*after 1 s" "${train[@]}" --dist-init "file://$W/s2" --rank 0 --world-size 2 --dist-timeout 1 --out "$W/r"
+  expect dist_backend_unknown "unknown backend 'mpi' \\(valid: gloo, nccl\\)" "${train[@]}" --dist-init "file://$W/s3" --rank 0 --world-size 1 --dist-backend mpi --out "$W/r"
+  expect dist_backend_without_job "--dist-backend belongs to a data-parallel job" "${train[@]}" --dist-backend nccl --out "$W/r"
+  # The NCCL plugin loads and asks for a GPU: none on this project's machines (docs/distributed.md). The store
+  # file the join made is removed again.
+  expect dist_backend_nccl_needs_a_gpu "rank 0: the nccl backend needs a CUDA device and this machine has none" "${train[@]}" --dist-init "file://$W/s4" --rank 0 --world-size 1 --dist-backend nccl --out "$W/r"
+  if [ -e "$W/s4" ]; then failed+=("dist_backend_nccl_store_left_behind"); echo "FAIL the store file $W/s4 was left behind"; fi
+  expect bench_op_without_torch_kernel "gla has no impl 'torch'" bench --op gla --shape 1,4,1,2,2 --impl torch
+  expect eval_weights_missing "absent.safetensors" eval --run "$W/run" --weights "$W/absent.safetensors"
   expect bench_nproc_without_model "give --model SPEC" bench --op attention --shape 1,4,1,2,2 --nproc 2
   expect bench_nproc_twice "lists 2 twice" bench --model gla --shape 1,4,8 --nproc 2,2
 else

@@ -21,9 +21,10 @@ seqmix_cli_error(hyper_budget "cannot match softmax attention's 65,536 parameter
 add_test(NAME cli.list_shows_every_mixer COMMAND $<TARGET_FILE:seqmix> list)
 set_tests_properties(cli.list_shows_every_mixer PROPERTIES LABELS fast
   PASS_REGULAR_EXPRESSION "softmax  -.*relu  -.*linear  -.*gla  -.*ssm  -.*mad.in_context_recall")
-add_test(NAME cli.info_reports_blas COMMAND $<TARGET_FILE:seqmix> info)
-set_tests_properties(cli.info_reports_blas PROPERTIES LABELS fast
-  PASS_REGULAR_EXPRESSION "LibTorch +1\\.13.*BLAS +OpenBLAS.*GFLOP/s")
+# One torch: the program runs on the venv's LibTorch (the version and library CMake found), and names its BLAS.
+add_test(NAME cli.info_reports_torch_and_blas COMMAND $<TARGET_FILE:seqmix> info)
+set_tests_properties(cli.info_reports_torch_and_blas PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "torch +${SEQMIX_TORCH_VERSION} \\(${TORCH_INSTALL_PREFIX}/lib/libtorch_cpu\\.so\\).*BLAS +Intel MKL [0-9].*GFLOP/s")
 
 # Configs and overrides.
 set(SEQMIX_CLI_TMP ${CMAKE_CURRENT_BINARY_DIR}/cli_tmp)
@@ -47,7 +48,7 @@ seqmix_cli_error(plot_missing_run "metrics.jsonl does not exist" plot ${SEQMIX_C
 # Benchmarks: bad input, then a tiny run whose JSON lines carry every field.
 seqmix_cli_error(bench_unknown_op "unknown op 'nope'; valid ops: attention, fem_softmax_read, linear_attention, gla" bench --op nope --shape 1,8,2,4,4)
 seqmix_cli_error(bench_malformed_shape "--shape expects 5 positive integers B,T,H,dk,dv for --op, got '1,8,2'" bench --op gla --shape 1,8,2)
-seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: fused, naive" bench --op gla --shape 1,8,2,4,4 --impl fast)
+seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: fused, naive, torch" bench --op gla --shape 1,8,2,4,4 --impl fast)
 seqmix_cli_error(bench_unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" bench --model nope --shape 1,8,16)
 seqmix_cli_error(bench_conflicting_impl "--impl naive conflicts with impl=fused" bench --model gla:impl=fused --impl naive --shape 1,8,16)
 seqmix_cli_error(bench_op_and_model "exactly one of --op NAME, --model SPEC and --config FILE" bench --op gla --model gla --shape 1,8,16)

@@ -144,19 +144,14 @@ TEST(DataParallel, AOneProcessCheckpointResumesAsTwoProcessesJoinedThroughAFileS
 
 TEST(DataParallel, TorchrunStartsTheSameJob) {
   // torchrun's static rendezvous: its agent serves the store, the workers are clients under its prefix.
-  const std::string python = "/usr/bin/python3";
-  if (!fs::exists(python) || std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "no torch.distributed.run for /usr/bin/python3 (package python3-torch)";
   const fs::path one = scratch("torchrun_one"), two = scratch("torchrun_two");
   ASSERT_EQ(run_seqmix(recall_run(one.string(), 6), one.string() + ".log"), 0);
-  // --redirects/--tee 2: torch 1.13's torchrun cannot parse its own default "0" under Python 3.11 (IntFlag
-  // no longer lists the zero member), so it needs a non-zero setting (2: the workers' stderr, teed).
-  std::vector<std::string> arguments = {"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-                                        "--master_addr", "127.0.0.1", "--master_port",
-                                        std::to_string(dist::free_loopback_port()), "--redirects", "2", "--tee", "2",
-                                        "--no_python", SEQMIX_BINARY};
+  // The venv's torch: python -m torch.distributed.run is torchrun.
+  std::vector<std::string> arguments = {"-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+                                        "--master-addr", "127.0.0.1", "--master-port",
+                                        std::to_string(dist::free_loopback_port()), "--no-python", SEQMIX_BINARY};
   for (const auto& a : recall_run(two.string(), 6)) arguments.push_back(a);
-  ChildProcess torchrun(python, arguments, two.string() + ".log", {{"OMP_NUM_THREADS", "1"}});
+  ChildProcess torchrun(SEQMIX_PYTHON, arguments, two.string() + ".log", {{"OMP_NUM_THREADS", "1"}});
   ASSERT_EQ(torchrun.wait_for(std::chrono::minutes(5)), 0) << torchrun.log();
   EXPECT_LE(max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6), "model."), 1e-6);
 }

@@ -104,6 +104,22 @@ INSTANTIATE_TEST_SUITE_P(Priors, FemImpls,
                                            ImplCase{"fem:prior=ssm,ssm_state=3", 16}),
                          test_name);
 
+// The softmax mixer on PyTorch's own kernel (impl=torch) is the same layer: output and every parameter gradient.
+TEST(MixerImpls, SoftmaxOnTorchsKernelEqualsNaive) {
+  for (const ImplCase& c : {ImplCase{"softmax", 16}, ImplCase{"softmax:causal=0,heads=2", 12}}) {
+    SCOPED_TRACE(c.spec);
+    auto g = at::make_generator<at::CPUGeneratorImpl>(11);
+    auto x = torch::randn({2, 130, c.dim}, g, torch::kDouble), dy = torch::randn({2, 130, c.dim}, g, torch::kDouble);
+    const auto naive = run(c, "naive", torch::kDouble, x, dy, {});
+    const auto torch_kernel = run(c, "torch", torch::kDouble, x, dy, {});
+    EXPECT_TRUE(testing::assert_close(torch_kernel.out, naive.out, 1e-9, 1e-11));
+    ASSERT_EQ(torch_kernel.grads.size(), naive.grads.size());
+    for (size_t i = 0; i < naive.grads.size(); ++i)
+      EXPECT_TRUE(testing::assert_close(torch_kernel.grads[i], naive.grads[i], 1e-8, 1e-10)) << "gradient " << i;
+  }
+  EXPECT_THROW(build_mixer("gla:impl=torch", MixerContext{16, 64}), Error);  // PyTorch has no GLA kernel
+}
+
 TEST(MixerImpls, FusedFemNeedsACap) {
   EXPECT_THROW(build_mixer("fem:cap=0,impl=fused", MixerContext{16, 64}), Error);
   EXPECT_NO_THROW(build_mixer("fem:cap=0", MixerContext{16, 64}));  // streams exact running maxima

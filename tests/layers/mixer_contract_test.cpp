@@ -16,7 +16,8 @@ struct MixerCase {
 void PrintTo(const MixerCase& c, std::ostream* os) { *os << c.spec << " (width " << c.dim << ")"; }
 
 std::vector<MixerCase> causal_cases() {
-  return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"relu", 16},
+  return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"softmax:impl=torch", 16},
+          {"relu", 16},
           {"relu:rope=0,heads=1", 12}, {"linear", 16},            {"linear:feature=elu,rope=1", 16},
           {"ela", 16},            {"ela:kernel=sum_sq_euclidean,heads=2", 16},
           {"ela:kernel=sub_sq_euclidean,rope=0,bias=1", 12}, {"ela:kernel=direction_magnitude,heads=3", 18},
@@ -44,7 +45,7 @@ std::vector<MixerCase> causal_cases() {
 }
 
 std::vector<MixerCase> bidirectional_cases() {
-  return {{"softmax:causal=0", 16}, {"relu:causal=0", 16},  {"linear:causal=0", 16},
+  return {{"softmax:causal=0", 16}, {"softmax:causal=0,impl=torch", 16}, {"relu:causal=0", 16},  {"linear:causal=0", 16},
           {"ela:causal=0", 16},     {"ela:causal=0,kernel=direction_magnitude,impl=naive", 16},
           {"fem:causal=0", 16},     {"fem:prior=linear,causal=0,cap=0", 16},
           {"mha2nd1st:causal=0", 16}, {"light2nd1st:causal=0", 16}};

@@ -1,5 +1,6 @@
 // The fused attention kernel against its naive twin: outputs and every gradient, fp32 fused against
-// fp64 naive and fp64 fused against fp64 naive, over awkward lengths, odd head widths and batch 1.
+// fp64 naive and fp64 fused against fp64 naive, over awkward lengths, odd head widths and batch 1. PyTorch's
+// own kernel (impl torch, the benchmarks' baseline) is held to the same semantics.
 #include <gtest/gtest.h>
 
 #include "seqmix/ops/attention.h"
@@ -14,24 +15,23 @@ struct Shape {
 
 constexpr auto rnd = &testing::seeded_randn;
 
-void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t seed) {
-  SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " S" + std::to_string(s.S) + " H" +
+void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t seed, ops::Impl impl = ops::Impl::fused) {
+  SCOPED_TRACE(ops::impl_name(impl) + " " + "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " S" + std::to_string(s.S) + " H" +
                std::to_string(s.H) + " dk" + std::to_string(s.dk) + " dv" + std::to_string(s.dv) +
                (causal ? " causal" : " bidirectional") + (mask.defined() ? " masked" : ""));
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
   auto q = rnd({s.B, s.T, s.H, s.dk}, seed), k = rnd({s.B, s.S, s.H, s.dk}, seed + 1), v = rnd({s.B, s.S, s.H, s.dv}, seed + 2);
   auto dout = rnd({s.B, s.T, s.H, s.dv}, seed + 3);
-  auto run = [&](bool fused, torch::ScalarType type) {
+  auto run = [&](ops::Impl which, torch::ScalarType type) {
     auto leaf = [type](const torch::Tensor& t) { return t.to(type).detach().clone().requires_grad_(); };
     auto qq = leaf(q), kk = leaf(k), vv = leaf(v);
-    auto out = fused ? ops::softmax_attention_fused(qq, kk, vv, causal, scale, mask)
-                     : ops::softmax_attention_naive(qq, kk, vv, causal, scale, mask);
+    auto out = ops::softmax_attention(qq, kk, vv, causal, scale, mask, which);
     out.backward(dout.to(type));
     return std::vector<torch::Tensor>{out, qq.grad(), kk.grad(), vv.grad()};
   };
-  const auto ref = run(false, torch::kDouble);
-  const auto f64 = run(true, torch::kDouble);
-  const auto f32 = run(true, torch::kFloat);
+  const auto ref = run(ops::Impl::naive, torch::kDouble);
+  const auto f64 = run(impl, torch::kDouble);
+  const auto f32 = run(impl, torch::kFloat);
   testing::expect_twins_close(ref, f64, f32, {"out", "dq", "dk", "dv"});
 }
 
@@ -55,6 +55,20 @@ TEST(FusedAttention, QueriesAsTheLastPositionsAndKeyMasks) {
   mask.index_put_({1, torch::indexing::Slice(30, 40)}, false);  // a gap
   compare({2, 70, 70, 2, 8, 8}, true, mask, 108);
   compare({2, 70, 70, 2, 8, 8}, false, mask, 112);
+}
+
+TEST(TorchAttention, ScaledDotProductAttentionHasSeqmixsSemantics) {
+  uint64_t seed = 200;
+  for (int64_t T : {1, 2, 63, 65, 257})
+    for (bool causal : {true, false}) compare({T >= 257 ? 1 : 2, T, T, 2, 8, 8}, causal, {}, seed += 4, ops::Impl::torch);
+  compare({1, 70, 70, 3, 7, 5}, true, {}, seed += 4, ops::Impl::torch);      // odd widths, dk != dv
+  compare({2, 5, 90, 2, 6, 4}, true, {}, seed += 4, ops::Impl::torch);       // queries are the last 5 of 90 keys
+  compare({1, 1, 130, 2, 8, 8}, true, {}, seed += 4, ops::Impl::torch);      // one decode step
+  auto mask = torch::ones({2, 70}, torch::kBool);
+  mask.index_put_({0, torch::indexing::Slice(0, 6)}, false);
+  mask.index_put_({1, torch::indexing::Slice(30, 40)}, false);
+  compare({2, 70, 70, 2, 8, 8}, true, mask, seed += 4, ops::Impl::torch);
+  compare({2, 70, 70, 2, 8, 8}, false, mask, seed += 4, ops::Impl::torch);
 }
 
 TEST(FusedAttention, SavesOnlyTheRowLogSumExp) {

@@ -84,7 +84,7 @@ TEST(SecondOrderRead, NewtonStepOfTheHelmholtzEnergy) {
   // The gradient is W1^T (q - kbar); the Newton step with the pseudo-inverse (range-space) equals the direct
   // solve M A^-1 (q - kbar) with M = W1^T (W1 W1^T)^-1.
   EXPECT_CLOSE(grad.detach(), torch::matmul(F.W1.t(), q - kbar), 1e-10, 1e-12);
-  auto newton_pinv = torch::matmul(torch::linalg::pinv(hessian, 1e-10, /*hermitian=*/true), grad.detach());
+  auto newton_pinv = torch::matmul(at::linalg_pinv(hessian, /*rcond=*/1e-10, /*hermitian=*/true), grad.detach());
   auto M = torch::matmul(F.W1.t(), torch::inverse(torch::matmul(F.W1, F.W1.t())));
   auto newton_solve = torch::matmul(M, at::linalg_solve(A, q - kbar));
   EXPECT_CLOSE(newton_pinv, newton_solve, 1e-8, 1e-10);

@@ -1,6 +1,8 @@
 #pragma once
-// The process group of a data-parallel job, on PyTorch's c10d: ProcessGroupGloo (NCCL is not in Debian's
-// LibTorch, and the models train on the CPU here). A job starts in one of three ways:
+// The process group of a data-parallel job, on PyTorch's c10d: ProcessGroupGloo on the CPU tensors the models
+// train on, or ProcessGroupNCCL (--dist-backend nccl: the libseqmix_nccl.so plugin, built where torch ships
+// NCCL; each collective's tensors are staged through the rank's GPU, cuda:LOCAL_RANK; never run on a GPU
+// here, docs/distributed.md). A job starts in one of three ways:
 //   torchrun      RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT in the environment; under
 //                 torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) every rank is a TCPStore
 //                 client under the prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>, else rank 0
@@ -26,7 +28,11 @@ struct InitOptions {
   std::optional<int> rank;             // file://: else RANK
   std::optional<int> world_size;       // file://: else WORLD_SIZE
   std::chrono::seconds timeout{300};   // for the store and every collective
+  std::string backend = "gloo";        // gloo, or nccl (a GPU per local rank)
 };
+
+// The process-group backends: gloo, nccl.
+const std::vector<std::string>& backend_names();
 
 // Whether the environment describes a distributed job (WORLD_SIZE is set), i.e. whether a plain
 // `seqmix train` was started by torchrun or by --nproc.
@@ -46,6 +52,7 @@ class Communicator {
   int world_size() const { return world_size_; }
   int local_world_size() const { return local_world_size_; }  // ranks on this machine (LOCAL_WORLD_SIZE)
   std::string description() const;  // e.g. "rank 1 of 2 (gloo, file:///tmp/x)"
+  const std::string& backend() const { return backend_; }
 
   // In place, every rank: the sum over ranks / the elementwise max / rank 0's values.
   void all_reduce_sum(at::Tensor& tensor, const std::string& what);
@@ -61,10 +68,11 @@ class Communicator {
 
  private:
   struct State;
-  Communicator(std::unique_ptr<State> state, int rank, int world_size, int local_world_size, std::string init);
+  Communicator(std::unique_ptr<State> state, int rank, int world_size, int local_world_size, std::string init,
+               std::string backend);
   std::unique_ptr<State> state_;
   int rank_ = 0, world_size_ = 1, local_world_size_ = 1;
-  std::string init_;
+  std::string init_, backend_;
 };
 
 }  // namespace seqmix::dist

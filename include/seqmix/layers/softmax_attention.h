@@ -6,7 +6,7 @@
 namespace seqmix {
 
 struct SoftmaxAttentionOptions : KVAttentionOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
+  ops::Impl impl = ops::Impl::fused;  // fused kernel, its naive twin, or torch's scaled_dot_product_attention
   double scale = 0.0;  // score scale; 0 means 1/sqrt(head width)
 };
 

@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include "seqmix/ops/impl.h"
+
 namespace seqmix::ops {
 
 // softmax_j(scale * q_t . k_j) v_j, materialising the [B,H,T,S] score matrix. key_mask [B,S] (bool,
@@ -24,6 +26,15 @@ at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const 
 // blocked online softmax, no T x T tensor, the row log-sum-exp saved for backward. float32/float64.
 at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                    double scale, const at::Tensor& key_mask = {});
+
+// PyTorch's own kernel, at::scaled_dot_product_attention, with the same semantics (a baseline: its backward
+// is PyTorch's).
+at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                   double scale, const at::Tensor& key_mask = {});
+
+// The one entry point of the layers: fused, naive or torch.
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
+                             const at::Tensor& key_mask, Impl impl);
 
 // The raw kernels behind it (benchmarks and tests): out [B,T,H,dv] and lse [B,H,T]; the backward returns
 // dq, dk, dv.

@@ -31,6 +31,12 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW* optimizer,
                      TrainerState& state, int64_t step = -1);
 
+// The model's parameters and buffers from a safetensors file any writer made (Python's
+// safetensors.torch.save_file, a checkpoint's tensors file): its metadata must say format=seqmix-checkpoint-1
+// and it must hold model.<name> for every parameter and buffer, of the model's shape and dtype (other tensors
+// are ignored). Throws Error naming the file, with nothing changed, when it is not such a file or does not fit.
+void load_model_weights(const std::string& path, torch::nn::Module& model);
+
 // 64-bit FNV-1a of bytes (the checksum stored in the JSON record).
 uint64_t fnv1a64(const std::string& bytes);
 

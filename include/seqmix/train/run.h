@@ -35,8 +35,11 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
 
 // The run a run directory holds, for eval and generate: its config.yaml with `threads` replaced, and the
 // model with the weights of its checkpoint at `step` (-1 = the latest); `step_loaded` gets that step.
-// A text run reads the tokenizer.model it saved (run_directory_config). Throws Error when the directory has
-// no config.yaml or no checkpoint.
-Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded);
+// A text run reads the tokenizer.model it saved (run_directory_config). With `weights`, a safetensors file of
+// the model's tensors (load_model_weights: e.g. written by Python's safetensors.torch.save_file), the model takes
+// those instead of a checkpoint's and step_loaded is -1. Throws Error when the directory has no config.yaml or
+// no checkpoint, or the weights are not a seqmix checkpoint of this model.
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded,
+             const std::string& weights = "");
 
 }  // namespace seqmix

@@ -110,7 +110,7 @@ torch::Tensor EnergyMixerImpl::newton_direction(const torch::Tensor& z, const to
     for (int64_t i = 0; i < D; ++i)
       rows.push_back(torch::autograd::grad({g.select(-1, i).sum()}, {z}, {}, true, false)[0]);
     auto hessian = torch::stack(rows, -2).detach();  // [B,T,D,D], symmetric
-    auto pinv = torch::linalg::pinv(hessian, 1e-10, /*hermitian=*/true);
+    auto pinv = at::linalg_pinv(hessian, /*rcond=*/1e-10, /*hermitian=*/true);
     direction = direction + torch::matmul(pinv, g.detach().unsqueeze(-1)).squeeze(-1);
   }
   return direction / static_cast<double>(options_.heads);

@@ -113,8 +113,7 @@ class SoftmaxPrior : public FemPriorImpl {
  private:
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
                        const torch::Tensor& mask) const {
-    return config_.impl == ops::Impl::fused ? ops::softmax_attention_fused(q, k, v, causal, scale_, mask)
-                                            : ops::softmax_attention_naive(q, k, v, causal, scale_, mask);
+    return ops::softmax_attention(q, k, v, causal, scale_, mask, config_.impl);
   }
   QueryKey qk_;
   double scale_;
@@ -158,7 +157,7 @@ class LinearPrior : public LinearStatePrior {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(config_.impl == ops::Impl::fused ? ops::linear_attention_fused(in.q, in.k, values, config_.causal)
+    return normalised(ops::runs_fused(config_.impl, "linear_attention") ? ops::linear_attention_fused(in.q, in.k, values, config_.causal)
                                                        : ops::linear_attention_naive(in.q, in.k, values, config_.causal));
   }
   torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
@@ -179,7 +178,7 @@ class LinearPrior : public LinearStatePrior {
 
 ops::PriorRead gla_read(const FemPriorConfig& c, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& log_decay) {
-  return c.impl == ops::Impl::fused ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
+  return ops::runs_fused(c.impl, "gla") ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
 }
 
 // Log decay a_t = logsigmoid(w.x + b + modulation) / gate_normalizer per head, 0 at padded positions.
@@ -277,7 +276,7 @@ class AftPrior : public FemPriorImpl {
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
     const int64_t n = values.size(-1) / config_.value_head_dim;
     const auto keys = tile(in.keys, n).flatten(2), flat = values.flatten(2);
-    auto r = config_.impl == ops::Impl::fused ? ops::aft_fused(keys, flat, in.mask) : ops::aft_naive(keys, flat, in.mask);
+    auto r = ops::runs_fused(config_.impl, "aft") ? ops::aft_fused(keys, flat, in.mask) : ops::aft_naive(keys, flat, in.mask);
     return ops::normalised_read(r, kNormaliserFloor).view(values.sizes());
   }
   void init_state(DecodeState& s, int64_t batch, int64_t width) const override {
@@ -344,7 +343,7 @@ class SsmPrior : public FemPriorImpl {
     auto delta = tile(in.delta, n + 1).flatten(2);
     const auto type = values.scalar_type();
     const auto A = tiled_A(n + 1).to(type);
-    auto y = (config_.impl == ops::Impl::fused ? ops::ssm_scan_fused(u, delta, A, in.b, in.c)
+    auto y = (ops::runs_fused(config_.impl, "ssm_scan") ? ops::ssm_scan_fused(u, delta, A, in.b, in.c)
                                                : ops::ssm_scan_naive(u, delta, A, in.b, in.c)) +
              u * tiled_D(n + 1).to(type);
     auto parts = y.view({B, T, config_.heads, (n + 1) * config_.value_head_dim});
