@@ -4,7 +4,8 @@ S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value 
 `impl` is "fused" (the default) or "naive" (the readable twin the tests hold the fused kernel to); attention also
 takes "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics).
 """
-from typing import Optional, Tuple
+import json
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -208,6 +209,21 @@ def ela_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor,
     return y, tuple(next_state)
 
 
+def op_table() -> dict:
+    """The op table (each op family's src/ops/<family>/declare.cpp): {"families": [{"name", "torch_ops": [{"name",
+    "impls"}], "bench_cases"}]}; impls is empty for an operator without an `impl` argument."""
+    return json.loads(_seqmix_ops().op_table())
+
+
+def op_impls(op: str) -> List[str]:
+    """The implementations the operator `op` takes as `impl` (e.g. ["fused", "naive", "torch"] for attention)."""
+    for family in op_table()["families"]:
+        for entry in family["torch_ops"]:
+            if entry["name"] == op:
+                return entry["impls"]
+    raise ValueError(f"seqmix: no operator '{op}' in the op table")
+
+
 def read_safetensors_cpp(path: str):
     """The tensors of a safetensors file as read by seqmix's C++ reader: dict name -> tensor (file order)."""
     names, tensors = _seqmix_ops().read_safetensors(path)
@@ -219,7 +235,9 @@ __all__ = [
     "fem_scale_values", "fem_restore", "linear_attention", "gla", "aft", "ssm_scan", "normalised_read", "ela",
     "hypermlp_read", "mha2nd1st_read", "light2nd1st_read", "read_safetensors_cpp", "fem_ssm_read",
     "linear_attention_initial_state", "linear_attention_step", "gla_step", "aft_initial_state", "aft_step",
-    "ssm_initial_state", "ssm_step", "ela_initial_state", "ela_step",
+    "ssm_initial_state", "ssm_step", "ela_initial_state", "ela_step", "op_table", "op_impls",
 ]
 # Helpers written in Python (no operator behind them).
-PYTHON_ONLY = ["ssm_initial_state"]
+PYTHON_ONLY = ["ssm_initial_state", "op_impls"]
+# Operators of the package, not of an op family (src/python_module.cpp).
+PACKAGE_OPS = ["read_safetensors"]

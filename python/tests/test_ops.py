@@ -1,5 +1,6 @@
 """Every op of torch.ops.seqmix from Python against a pure-PyTorch reference written here, forward and
-gradients (torch.autograd.gradcheck in float64), fused and naive, on small awkward shapes."""
+gradients (torch.autograd.gradcheck in float64), in every implementation the op table gives it (fused, naive,
+torch), on small awkward shapes."""
 import math
 import unittest
 
@@ -9,6 +10,11 @@ import seqmix
 
 torch.manual_seed(0)
 D = torch.float64
+
+
+def op_impls(op):
+    """The implementations of torch.ops.seqmix.<op>, from the op table."""
+    return seqmix.op_impls(op)
 
 
 def randn(*shape, scale=1.0):
@@ -182,7 +188,7 @@ class OpCase(unittest.TestCase):
 class Attention(OpCase):
     def test_fused_and_naive_match_the_definition(self):
         q, k, v = randn(2, 5, 2, 3), randn(2, 7, 2, 3), randn(2, 7, 2, 4)
-        for impl in ("fused", "naive", "torch"):  # torch: PyTorch's own scaled_dot_product_attention
+        for impl in op_impls("attention"):  # torch: PyTorch's own scaled_dot_product_attention
             for causal in (True, False):
                 with self.subTest(impl=impl, causal=causal):
                     self.check(lambda q, k, v: seqmix.attention(q, k, v, causal, 0.7, impl=impl),
@@ -227,7 +233,7 @@ class FemSoftmaxRead(OpCase):
     def test_mean_and_free_energy(self):
         q, k, v = randn(1, 5, 2, 3), randn(1, 6, 2, 3), randn(1, 6, 2, 2)
         beta = (torch.rand(4, dtype=D) + 0.5).requires_grad_()
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_softmax_read"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, b: seqmix.fem_softmax_read(q, k, v, b, 10.0, True, 0.6, impl=impl),
                            lambda q, k, v, b: fem_softmax_ref(q, k, v, b, 10.0, True, 0.6), (q, k, v, beta))
@@ -267,7 +273,7 @@ class FemLinearPriors(OpCase):
                 return num / den[..., None]
             return fem_linear_prior_ref(read, v, beta, 40.0)
 
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_linear_read"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, b: seqmix.fem_linear_read(q, k, v, b, 40.0, True, impl), reference, (q, k, v, beta))
 
@@ -312,7 +318,7 @@ class FemLinearPriors(OpCase):
                 return num / den[..., None]
             return fem_linear_prior_ref(read, v, beta, 40.0)
 
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_gla_read"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, a, b: seqmix.fem_gla_read(q, k, v, a, b, 40.0, impl), reference, (q, k, v, a, beta))
 
@@ -325,7 +331,7 @@ class FemLinearPriors(OpCase):
                 return num / den
             return fem_linear_prior_ref(read, v, beta, 40.0)
 
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_aft_read"):
             with self.subTest(impl=impl):
                 self.check(lambda k, v, b: seqmix.fem_aft_read(k, v, b, 40.0, None, impl), reference, (k, v, beta))
 
@@ -341,7 +347,7 @@ class FemAftMask(OpCase):
                 return num / den
             return fem_linear_prior_ref(read, v, beta, 40.0)
 
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_aft_read"):
             with self.subTest(impl=impl):
                 self.check(lambda k, v, b: seqmix.fem_aft_read(k, v, b, 40.0, mask, impl), reference, (k, v, beta))
 
@@ -361,7 +367,7 @@ class FemSsmPrior(OpCase):
                 return (ssm_ref(values, delta, A, b, c) + extra) / (ssm_ref(torch.ones_like(values), delta, A, b, c) + extra_ones)
             return fem_linear_prior_ref(read, v, beta, 40.0)
 
-        for impl in ("fused", "naive"):
+        for impl in op_impls("fem_ssm_read"):
             with self.subTest(impl=impl, skip=False):
                 self.check(lambda v, d, A, b, c, beta: seqmix.fem_ssm_read(v, d, A, b, c, beta, None, 40.0, impl),
                            reference, (v, delta, A, b, c, beta))
@@ -429,7 +435,7 @@ class DecodeSteps(unittest.TestCase):
 class LinearScans(OpCase):
     def test_linear_attention(self):
         q, k, v = randn(2, 6, 2, 3), randn(2, 6, 2, 3), randn(2, 6, 2, 4)
-        for impl in ("fused", "naive"):
+        for impl in op_impls("linear_attention"):
             for causal in (True, False):
                 with self.subTest(impl=impl, causal=causal):
                     self.check(lambda q, k, v: seqmix.linear_attention(q, k, v, causal, impl),
@@ -438,20 +444,20 @@ class LinearScans(OpCase):
     def test_gla(self):
         q, k, v = randn(1, 7, 2, 3), randn(1, 7, 2, 3), randn(1, 7, 2, 2)
         a = (-torch.rand(1, 7, 2, dtype=D)).requires_grad_()
-        for impl in ("fused", "naive"):
+        for impl in op_impls("gla"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, a: seqmix.gla(q, k, v, a, impl), gla_ref, (q, k, v, a))
 
     def test_aft(self):
         k, v = randn(2, 6, 3, scale=2.0), randn(2, 6, 3)
-        for impl in ("fused", "naive"):
+        for impl in op_impls("aft"):
             with self.subTest(impl=impl):
                 self.check(lambda k, v: seqmix.aft(k, v, None, impl), aft_ref, (k, v))
 
     def test_aft_mask(self):
         k, v = randn(2, 6, 3), randn(2, 6, 3)
         mask = torch.tensor([[True] * 6, [True, False, True, True, False, True]])
-        for impl in ("fused", "naive"):
+        for impl in op_impls("aft"):
             with self.subTest(impl=impl):
                 self.check(lambda k, v: seqmix.normalised_read(*seqmix.aft(k, v, mask, impl), 1e-30),
                            lambda k, v: (lambda n, d: n / d)(*aft_ref(k, v, mask)), (k, v))
@@ -460,7 +466,7 @@ class LinearScans(OpCase):
         u, b, c = randn(2, 5, 3), (torch.rand(2, 5, 2, dtype=D)).requires_grad_(), (torch.rand(2, 5, 2, dtype=D)).requires_grad_()
         delta = (torch.rand(2, 5, 3, dtype=D) + 0.1).requires_grad_()
         A = (-torch.rand(3, 2, dtype=D) - 0.1).requires_grad_()
-        for impl in ("fused", "naive"):
+        for impl in op_impls("ssm_scan"):
             with self.subTest(impl=impl):
                 self.check(lambda *x: seqmix.ssm_scan(*x, impl=impl), ssm_ref, (u, delta, A, b, c))
 
@@ -474,7 +480,7 @@ class ExactLinearAttention(OpCase):
         q, k, v = randn(2, 6, 2, 3, scale=0.5), randn(2, 6, 2, 3, scale=0.5), randn(2, 6, 2, 2)
         for kernel in ("hadamard_exp", "sum_sq_euclidean", "sub_sq_euclidean", "direction_magnitude"):
             for causal in (True, False):
-                for impl in ("fused", "naive"):
+                for impl in op_impls("ela"):
                     with self.subTest(kernel=kernel, causal=causal, impl=impl):
                         self.check(lambda q, k, v: seqmix.ela(q, k, v, kernel, causal, 1e-8, impl),
                                    lambda q, k, v: ela_ref(q, k, v, kernel, causal), (q, k, v))
@@ -494,7 +500,7 @@ class HyperMLPRead(OpCase):
         s1, s2 = torch.rand(B, T, H, r, dtype=D).requires_grad_(), torch.rand(B, T, H, r, dtype=D).requires_grad_()
         m1, m2 = self.mixing(H, L, r), self.mixing(H, L, r)
         for layout in ("lag", "forward"):
-            for impl in ("fused", "naive"):
+            for impl in op_impls("hypermlp_read"):
                 with self.subTest(layout=layout, impl=impl):
                     def op(q, k, v, s1, d1, u1, vt1, s2, d2, u2, vt2):
                         return seqmix.hypermlp_read(q, k, v, s1, (d1, u1, vt1), s2, (d2, u2, vt2), "relu", layout,
@@ -521,7 +527,7 @@ class SecondOrderReads(OpCase):
         q, k = randn(2, 5, 2, 3), randn(2, 5, 2, 3)
         temperature = (torch.rand(2, dtype=D) + 0.5).requires_grad_()
         bias = randn(2)
-        for impl in ("fused", "naive"):
+        for impl in op_impls("mha2nd1st_read"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, t, c: seqmix.mha2nd1st_read(q, k, t, c, True, impl),
                            lambda q, k, t, c: mha2nd1st_ref(q, k, t, c, True), (q, k, temperature, bias))
@@ -529,19 +535,28 @@ class SecondOrderReads(OpCase):
     def test_light2nd1st(self):
         q, k, v = randn(1, 6, 2, 3), randn(1, 6, 2, 3), randn(1, 6, 2, 2)
         tau = randn(2)
-        for impl in ("fused", "naive"):
+        for impl in op_impls("light2nd1st_read"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, tau: seqmix.light2nd1st_read(q, k, v, 0.8, tau, True, impl),
                            lambda q, k, v, tau: light2nd1st_ref(q, k, v, 0.8, tau, True), (q, k, v, tau))
 
 
 class EveryOpHasAWrapper(unittest.TestCase):
-    def test_the_registered_ops_and_the_wrappers_agree(self):
-        """A new op in src/ops/library.cpp needs a wrapper in python/seqmix/ops.py (and a test here)."""
+    def test_the_op_table_the_registered_ops_and_the_wrappers_agree(self):
+        """A new op in an op family's declare.cpp needs a wrapper in python/seqmix/ops.py (and a test here)."""
         registered = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("seqmix::")}
-        wrapped = {"read_safetensors" if name == "read_safetensors_cpp" else name
-                   for name in seqmix.ops.__all__ if name not in seqmix.ops.PYTHON_ONLY}
-        self.assertEqual(registered, wrapped)
+        table = {op["name"] for family in seqmix.op_table()["families"] for op in family["torch_ops"]}
+        self.assertEqual(registered, table | set(seqmix.ops.PACKAGE_OPS))
+        wrapped = {name for name in seqmix.ops.__all__ if name not in seqmix.ops.PYTHON_ONLY}
+        self.assertEqual(wrapped, table | {"read_safetensors_cpp"})
+
+    def test_every_op_with_impls_is_tested_in_each(self):
+        """Each op with an impl argument is called here with every impl the table gives it."""
+        source = open(__file__).read()
+        for family in seqmix.op_table()["families"]:
+            for op in family["torch_ops"]:
+                if op["impls"]:
+                    self.assertIn('op_impls("%s")' % op["name"], source, op["name"])
 
 
 if __name__ == "__main__":

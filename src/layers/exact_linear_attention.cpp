@@ -55,8 +55,7 @@ torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto p = project(x, 0);
   const auto& kernel = *kernel_;
-  auto y = ops::runs_fused(options_.impl, "ela") ? ops::ela_fused(p.q, p.k, p.v, kernel, is_causal(), options_.eps)
-                                             : ops::ela_naive(p.q, p.k, p.v, kernel, is_causal(), options_.eps);
+  auto y = ops::ela(p.q, p.k, p.v, kernel, is_causal(), options_.eps, options_.impl);
   return finish(y);
 }
 

@@ -57,8 +57,7 @@ torch::Tensor GatedLinearAttentionImpl::read_out(const torch::Tensor& numerator,
 torch::Tensor GatedLinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto p = project(x, 0);
-  auto read = ops::runs_fused(options_.impl, "gla") ? ops::gla_fused(p.q, p.k, p.v, p.log_decay)
-                                                : ops::gla_naive(p.q, p.k, p.v, p.log_decay);
+  auto read = ops::gla(p.q, p.k, p.v, p.log_decay, options_.impl);
   return read_out(read.numerator, read.normaliser);
 }
 

@@ -92,8 +92,8 @@ HyperMlpImpl::Projected HyperMlpImpl::project(const torch::Tensor& x, const torc
 }
 
 torch::Tensor HyperMlpImpl::read(const Projected& p, const torch::Tensor& k, const torch::Tensor& v) {
-  return options_.dense ? ops::hypermlp_read_dense(p.q, k, v, p.s1, mix1, p.s2, mix2, read_options_)
-                        : ops::hypermlp_read_blocked(p.q, k, v, p.s1, mix1, p.s2, mix2, read_options_);
+  return ops::hypermlp_read(p.q, k, v, p.s1, mix1, p.s2, mix2, read_options_,
+                            options_.dense ? ops::Impl::naive : ops::Impl::fused);
 }
 
 torch::Tensor HyperMlpImpl::output(const torch::Tensor& read, const torch::Tensor& x) {

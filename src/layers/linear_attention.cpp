@@ -48,8 +48,7 @@ FeatureQKV project(torch::nn::Linear& qkv, const torch::Tensor& x, const LinearA
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto p = project(qkv, x, options_, 0);
-  auto read = ops::runs_fused(options_.impl, "linear_attention") ? ops::linear_attention_fused(p.q, p.k, p.v, is_causal())
-                                                : ops::linear_attention_naive(p.q, p.k, p.v, is_causal());
+  auto read = ops::linear_attention(p.q, p.k, p.v, is_causal(), options_.impl);
   return out(merge_heads(ops::normalised_read(read, options_.eps)));
 }
 

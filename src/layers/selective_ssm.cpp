@@ -57,8 +57,7 @@ torch::Tensor SelectiveSSMImpl::forward(const torch::Tensor& x) {
   auto uz = in_proj(x).chunk(2, -1);
   auto u = options_.conv > 0 ? conv(uz[0]) : uz[0];
   auto s = select(u, uz[1]);
-  auto y = ops::runs_fused(options_.impl, "ssm_scan") ? ops::ssm_scan_fused(s.u, s.delta, -torch::exp(A_log), s.b, s.c)
-                                             : ops::ssm_scan_naive(s.u, s.delta, -torch::exp(A_log), s.b, s.c);
+  auto y = ops::ssm_scan(s.u, s.delta, -torch::exp(A_log), s.b, s.c, options_.impl);
   return finish(s, y);
 }
 

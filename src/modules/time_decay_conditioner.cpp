@@ -43,9 +43,7 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
   // The recurrence is gated linear attention with unit query/key features, one head per channel.
   auto ones = torch::ones({x.size(0), x.size(1), hidden_, 1}, x.options());
   const auto values = t.u.unsqueeze(-1);
-  auto h = (ops::runs_fused(impl_, "the time-decay conditioner's gla scan") ? ops::gla_fused(ones, ones, values, t.log_decay)
-                                      : ops::gla_naive(ones, ones, values, t.log_decay))
-               .numerator.squeeze(-1);
+  auto h = ops::gla(ones, ones, values, t.log_decay, impl_).numerator.squeeze(-1);
   return finish(h, t.gate);
 }
 

@@ -15,14 +15,7 @@
 #include "seqmix/io/spec.h"
 #include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
-#include "seqmix/ops/aft.h"
-#include "seqmix/ops/attention.h"
-#include "seqmix/ops/ela.h"
-#include "seqmix/ops/fem.h"
-#include "seqmix/ops/gla.h"
-#include "seqmix/ops/impl.h"
-#include "seqmix/ops/linear_attention.h"
-#include "seqmix/ops/ssm.h"
+#include "seqmix/ops/op_table.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/run.h"
 
@@ -32,142 +25,6 @@ namespace {
 using Tensors = std::vector<at::Tensor>;
 
 at::Tensor leaf(const at::Tensor& t) { return t.detach().requires_grad_(); }
-// Non-negative features (a normalised linear read): relu(x) + 1e-6.
-at::Tensor features(at::IntArrayRef shape) { return leaf(torch::relu(torch::randn(shape)) + 1e-6); }
-
-BenchCase attention_case(ops::Impl impl, const OpShape& s) {
-  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
-  return BenchCase(
-      [=] { return Tensors{ops::softmax_attention(q, k, v, true, scale, {}, impl)}; },
-      {q, k, v});
-}
-
-BenchCase fem_softmax_read_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "fem_softmax_read");
-  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  const auto beta = leaf(torch::softplus(torch::randn({s.heads * s.dv})) + 0.5);
-  const double cap = 40, scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
-  return BenchCase(
-      [=] {
-        const ops::FemRead r = fused ? ops::fem_softmax_read_fused(q, k, v, beta, cap, true, scale)
-                                     : ops::fem_softmax_read_naive(q, k, v, beta, cap, true, scale);
-        return Tensors{r.mean, r.free_energy};
-      },
-      {q, k, v, beta});
-}
-
-BenchCase linear_attention_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "linear_attention");
-  const auto q = features({s.batch, s.length, s.heads, s.dk});
-  const auto k = features({s.batch, s.length, s.heads, s.dk});
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  return BenchCase(
-      [=] {
-        const ops::PriorRead r =
-            fused ? ops::linear_attention_fused(q, k, v, true) : ops::linear_attention_naive(q, k, v, true);
-        return Tensors{r.numerator, r.normaliser};
-      },
-      {q, k, v});
-}
-
-// GLA's read with a gentle decay, log_decay = logsigmoid(randn) / 16 [B,T,H].
-BenchCase gla_read_case(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, Tensors leaves) {
-  const auto log_decay = leaf(torch::log_sigmoid(torch::randn({q.size(0), q.size(1), q.size(2)})) / 16);
-  leaves.push_back(log_decay);
-  return BenchCase(
-      [=] {
-        const ops::PriorRead r = fused ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
-        return Tensors{r.numerator, r.normaliser};
-      },
-      std::move(leaves));
-}
-
-BenchCase gla_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "gla");
-  const auto q = features({s.batch, s.length, s.heads, s.dk});
-  const auto k = features({s.batch, s.length, s.heads, s.dk});
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  return gla_read_case(fused, q, k, v, {q, k, v});
-}
-
-// LRNN-decay: GLA with unit features q = k = 1 of width 1 (constants, not leaves); dk is not used.
-BenchCase lrnn_decay_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "lrnn_decay");
-  const auto ones = torch::ones({s.batch, s.length, s.heads, 1});
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  return gla_read_case(fused, ones, ones, v, {v});
-}
-
-// Per-channel keys and values [B,T,C], C = H*dv; dk is not used.
-BenchCase aft_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "aft");
-  const auto k = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads * s.dv}));
-  return BenchCase(
-      [=] {
-        const ops::PriorRead r = fused ? ops::aft_fused(k, v) : ops::aft_naive(k, v);
-        return Tensors{r.numerator, r.normaliser};
-      },
-      {k, v});
-}
-
-// Channels C = H*dv, states N = dk: u [B,T,C], delta > 0 [B,T,C], A < 0 [C,N], b, c >= 0 [B,T,N].
-BenchCase ssm_case(ops::Impl impl, const OpShape& s) {
-  const bool fused = ops::runs_fused(impl, "ssm");
-  const int64_t channels = s.heads * s.dv;
-  const auto u = leaf(torch::randn({s.batch, s.length, channels}));
-  const auto delta = leaf(torch::softplus(torch::randn({s.batch, s.length, channels})));
-  const auto A = leaf(-torch::exp(0.5 * torch::randn({channels, s.dk})));
-  const auto b = leaf(torch::rand({s.batch, s.length, s.dk}));
-  const auto c = leaf(torch::rand({s.batch, s.length, s.dk}));
-  return BenchCase(
-      [=] { return Tensors{fused ? ops::ssm_scan_fused(u, delta, A, b, c) : ops::ssm_scan_naive(u, delta, A, b, c)}; },
-      {u, delta, A, b, c});
-}
-
-// Exact Linear Attention, causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the
-// squared-Euclidean kernel linear attention's chunked scan on its dk+2 features.
-BenchCase ela_case(const std::string& kernel_name, bool fused, const OpShape& s) {
-  const auto q = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto k = leaf(torch::randn({s.batch, s.length, s.heads, s.dk}));
-  const auto v = leaf(torch::randn({s.batch, s.length, s.heads, s.dv}));
-  const ops::ExactKernel& kernel = ops::exact_kernel(kernel_name);
-  return BenchCase(
-      [=, &kernel] {
-        return Tensors{fused ? ops::ela_fused(q, k, v, kernel, true) : ops::ela_naive(q, k, v, kernel, true)};
-      },
-      {q, k, v});
-}
-BenchCase ela_hadamard_case(ops::Impl impl, const OpShape& s) {
-  return ela_case("hadamard_exp", ops::runs_fused(impl, "ela"), s);
-}
-BenchCase ela_sum_sq_case(ops::Impl impl, const OpShape& s) {
-  return ela_case("sum_sq_euclidean", ops::runs_fused(impl, "ela_sum_sq"), s);
-}
-
-struct OpEntry {
-  std::string name;
-  BenchCase (*make)(ops::Impl impl, const OpShape& shape);
-};
-
-const std::vector<OpEntry>& op_table() {
-  static const std::vector<OpEntry> table = {{"attention", attention_case},
-                                             {"fem_softmax_read", fem_softmax_read_case},
-                                             {"linear_attention", linear_attention_case},
-                                             {"gla", gla_case},
-                                             {"aft", aft_case},
-                                             {"lrnn_decay", lrnn_decay_case},
-                                             {"ssm", ssm_case},
-                                             {"ela", ela_hadamard_case},
-                                             {"ela_sum_sq", ela_sum_sq_case}};
-  return table;
-}
-
 
 double median_ms(int repeats, const std::function<void()>& run) {
   if (repeats < 1) throw Error("bench needs at least one timed repeat (got " + std::to_string(repeats) + ")");
@@ -186,15 +43,11 @@ bool all_finite(const at::Tensor& t) { return torch::isfinite(t).all().item<bool
 
 }  // namespace
 
-const std::vector<std::string>& bench_op_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const auto& e : op_table()) out.push_back(e.name);
-    return out;
-  }();
+std::vector<std::string> bench_op_names() {
+  std::vector<std::string> names;
+  for (const auto* c : ops::bench_cases()) names.push_back(c->name);
   return names;
 }
-
 
 BenchCase::BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves)
     : forward_(std::move(forward)), leaves_(std::move(leaves)) {}
@@ -222,13 +75,11 @@ void BenchCase::check_finite(const std::string& what) const {
 }
 
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape) {
-  const ops::Impl choice = ops::parse_impl(impl);
-  for (const auto& e : op_table()) {
-    if (e.name != op) continue;
-    torch::manual_seed(0);
-    return e.make(choice, shape);
-  }
-  throw Error("unknown op '" + op + "'; valid ops: " + join(bench_op_names()));
+  const ops::BenchCaseDeclaration& declaration = ops::bench_case(op);
+  const ops::Impl chosen = ops::check_impl(ops::parse_impl(impl), declaration.impls, op);
+  torch::manual_seed(0);
+  ops::OpCase inputs = declaration.make(chosen, shape);
+  return BenchCase(std::move(inputs.run), std::move(inputs.leaves));
 }
 
 BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim) {
@@ -289,14 +140,8 @@ BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const
   return times;
 }
 
-std::optional<double> op_forward_flops(const std::string& op, const OpShape& s) {
-  const double B = s.batch, T = s.length, H = s.heads, dk = s.dk, dv = s.dv;
-  const double causal_pairs = T * (T + 1) / 2;
-  if (op == "attention") return 2 * B * H * causal_pairs * (dk + dv);
-  if (op == "fem_softmax_read") return 2 * B * H * causal_pairs * (dk + 2 * dv);
-  if (op == "linear_attention" || op == "gla" || op == "ela") return 4 * B * T * H * dk * dv;
-  if (op == "ela_sum_sq") return 4 * B * T * H * (dk + 2) * dv;
-  return std::nullopt;
+std::optional<double> op_forward_flops(const std::string& op, const OpShape& shape) {
+  return ops::bench_case(op).forward_flops(shape);
 }
 
 double peak_resident_mib() {

@@ -21,6 +21,9 @@ seqmix_cli_error(hyper_budget "cannot match softmax attention's 65,536 parameter
 add_test(NAME cli.list_shows_every_mixer COMMAND $<TARGET_FILE:seqmix> list)
 set_tests_properties(cli.list_shows_every_mixer PROPERTIES LABELS fast
   PASS_REGULAR_EXPRESSION "softmax  -.*relu  -.*linear  -.*gla  -.*ssm  -.*mad.in_context_recall")
+add_test(NAME cli.list_ops_prints_the_op_table COMMAND $<TARGET_FILE:seqmix> list --ops)
+set_tests_properties(cli.list_ops_prints_the_op_table PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "attention\n  op    attention  \\[fused, naive, torch\\].*gla\n.*  bench lrnn_decay")
 # One torch: the program runs on the venv's LibTorch (the version and library CMake found), and names its BLAS.
 add_test(NAME cli.info_reports_torch_and_blas COMMAND $<TARGET_FILE:seqmix> info)
 set_tests_properties(cli.info_reports_torch_and_blas PROPERTIES LABELS fast

@@ -8,6 +8,8 @@
 // (keys are assumed > -1e29).
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 #include "seqmix/ops/prior_read.h"
 
 namespace seqmix::ops {
@@ -29,5 +31,9 @@ PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state
 // Fused twin of aft_naive (src/ops/aft/fused.cpp): one pass per (batch, channel) with the causal running
 // max, and a reverse scan for the backward; O(T C) memory. Same outputs and gradients (k, v) as aft_naive.
 PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
+
+// The one entry point: fused or naive.
+constexpr ImplSet kAftImpls = kFusedAndNaive;
+PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl);
 
 }  // namespace seqmix::ops

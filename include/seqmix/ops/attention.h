@@ -32,7 +32,8 @@ at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, con
 at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                    double scale, const at::Tensor& key_mask = {});
 
-// The one entry point of the layers: fused, naive or torch.
+// The one entry point: fused, naive or torch.
+constexpr ImplSet kSoftmaxAttentionImpls{Impl::fused, Impl::naive, Impl::torch};
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl);
 

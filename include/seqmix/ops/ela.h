@@ -7,6 +7,8 @@
 // Derivations in src/ops/ela/README.md.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -69,5 +71,10 @@ ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
 // One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> y_t [B,H,dv]; updates the state.
 at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
                     ElaState& state, double eps = 1e-8);
+
+// The one entry point: fused (the linear form) or naive (the explicit quadratic form).
+constexpr ImplSet kElaImpls = kFusedAndNaive;
+at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
+               double eps, Impl impl);
 
 }  // namespace seqmix::ops

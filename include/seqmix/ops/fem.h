@@ -6,6 +6,10 @@
 // constant shift = cap keeps e in [exp(-2 cap), 1], representable in fp32 for cap <= 43.
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
+#include "seqmix/ops/impl.h"
+
 namespace seqmix::ops {
 
 constexpr double kMaxConstantShiftCap = 43.0;  // exp(-2*43) > fp32's smallest normal
@@ -39,5 +43,27 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
 // float32 needs cap <= 40 (kFemFusedMaxCap), float64 any cap in (0, 43].
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
+
+// The softmax prior's read, fused or naive.
+constexpr ImplSet kFemSoftmaxReadImpls = kFusedAndNaive;
+FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
+
+// The free-energy read through any prior that is linear in its values, the one FEM's layer (forward and
+// decode step) and the fem_*_read operators all run: one read of the values [clip(v), exp(u - shift)],
+// u = beta clip(v), stacked on the last axis, then mu = E_p[clip(v)] and F = (log max(z, tiny) + shift) / beta
+// from z = E_p[exp(u - shift)]. values: fem_scale_values of v [...,W] (any layout the read takes); beta, shift
+// and support broadcast against v; support (bool, or undefined for all) sets exp(u - shift) to 0 where false.
+// The read runs in read_type (float64 where exp(u - shift) reaches exp(-2 cap): its products with small
+// weights leave float32's range), and mu and F come back in v's type.
+using ValueRead = std::function<at::Tensor(const at::Tensor& values)>;
+FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, const at::Tensor& shift,
+                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read);
+
+// What the fem_<prior>_read operators compute, as the FEM layer does with a value cap: fem_free_energy_read of
+// v with the constant shift cap, in float64. v [B,T,H,dv] (per-head priors) or [B,T,C] (per-channel priors),
+// beta with one entry per value channel ([H*dv], [H,dv] or [C]), cap in (0, 43]; `read` maps the stacked values
+// [...,2W] to their normalised read. Bad arguments are errors naming `op`.
+FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read);
 
 }  // namespace seqmix::ops

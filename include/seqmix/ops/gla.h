@@ -5,6 +5,8 @@
 // with log_decay a [B,T,H] <= 0. q, k [B,T,H,dk], v [B,T,H,dv]. Always causal.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/prior_read.h"
 
@@ -25,5 +27,9 @@ PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tenso
 // Same outputs and gradients (q, k, v, log_decay) as gla_naive. LRNN-decay is this op with dk = 1 unit
 // features; linear attention is it with log_decay = 0.
 PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay);
+
+// The one entry point: fused or naive.
+constexpr ImplSet kGlaImpls = kFusedAndNaive;
+PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl);
 
 }  // namespace seqmix::ops

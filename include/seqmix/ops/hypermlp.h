@@ -12,6 +12,8 @@
 // layout. Derivations and the row-block algorithm are in src/ops/hypermlp/README.md.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 namespace seqmix::ops {
 
 enum class HyperActivation {
@@ -57,5 +59,11 @@ at::Tensor hypermlp_read_blocked(const at::Tensor& q, const at::Tensor& k, const
 at::Tensor hypermlp_read_dense(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
                                const HyperMixing& mix2, const HyperReadOptions& options);
+
+// The one entry point: fused is the blocked read, naive the dense one.
+constexpr ImplSet kHypermlpReadImpls = kFusedAndNaive;
+at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
+                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
+                         const HyperReadOptions& options, Impl impl);
 
 }  // namespace seqmix::ops

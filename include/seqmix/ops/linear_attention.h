@@ -3,6 +3,8 @@
 // features give a normalised read). Shapes: q, k [B,T,H,dk], v [B,T,H,dv].
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 #include "seqmix/ops/prior_read.h"
 
 namespace seqmix::ops {
@@ -27,5 +29,9 @@ PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, co
 // Fused twin of linear_attention_naive with O(T d) memory: causal runs GLA's chunked scan with zero decay
 // (gla_fused), bidirectional reads q (K^T V) and q . sum k. Same outputs and gradients as the naive op.
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+
+// The one entry point: fused or naive.
+constexpr ImplSet kLinearAttentionImpls = kFusedAndNaive;
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl);
 
 }  // namespace seqmix::ops

@@ -9,6 +9,8 @@
 //   = sum_j p_j v_j (v_j.vbar) - vbar ||vbar||^2; returns vbar + tau_h b.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 namespace seqmix::ops {
 
 // q [B,T,H,d], k [B,S,H,d], temperature [H] (T_h > 0), bias_scale [H] (c_h) -> [B,T,H,d].
@@ -25,5 +27,12 @@ at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::
 // With Cov_p(v) [dv,dv] formed explicitly.
 at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                        const at::Tensor& tau, bool causal);
+
+// The entry points: fused is the O(N d) form, naive the one with the covariance formed explicitly.
+constexpr ImplSet kSecondOrderImpls = kFusedAndNaive;
+at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                     const at::Tensor& bias_scale, bool causal, Impl impl);
+at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                       const at::Tensor& tau, bool causal, Impl impl);
 
 }  // namespace seqmix::ops

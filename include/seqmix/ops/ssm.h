@@ -6,6 +6,8 @@
 // Shapes: u, delta [B,T,C]; A [C,N] (< 0); b, c [B,T,N]; y [B,T,C]. Always causal.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/impl.h"
+
 namespace seqmix::ops {
 
 // Sequential reference: one ATen step per token.
@@ -21,5 +23,10 @@ at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::
 // B*T*C*N/64 saved values instead of the B*T*C*N a materialised scan would keep. Same outputs and gradients (u, delta, A, b, c) as ssm_scan_naive.
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                           const at::Tensor& c);
+
+// The one entry point: fused or naive.
+constexpr ImplSet kSsmScanImpls = kFusedAndNaive;
+at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                    const at::Tensor& c, Impl impl);
 
 }  // namespace seqmix::ops

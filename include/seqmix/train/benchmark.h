@@ -3,6 +3,8 @@
 // and runs forward (no autograd) or forward+backward (a fixed random upstream gradient into the leaves).
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/op_table.h"
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -14,12 +16,10 @@ class Communicator;
 }
 
 // B, T, H, dk, dv of an op benchmark; ops on [B,T,C] channels use C = H*dv.
-struct OpShape {
-  int64_t batch = 1, length = 1, heads = 1, dk = 1, dv = 1;
-};
+using OpShape = ops::OpShape;
 
-// attention, fem_softmax_read, linear_attention, gla, aft, lrnn_decay, ssm, ela (Hadamard Exp), ela_sum_sq.
-const std::vector<std::string>& bench_op_names();
+// The op table's benchmark cases, in its order (attention, fem_softmax_read, linear_attention, gla, ...).
+std::vector<std::string> bench_op_names();
 
 class BenchCase {
  public:
@@ -42,8 +42,8 @@ class BenchCase {
   std::vector<at::Tensor> upstream_;
 };
 
-// The op's inputs at `shape` (fixed seed) and its fused or naive implementation. Throws Error for an
-// unknown op or impl.
+// The op table's benchmark case `op` (its inputs at `shape`, seed 0) with implementation `impl`. Throws Error for
+// an unknown op or an impl the op lacks.
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape);
 // A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs.
 BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim);
@@ -78,9 +78,8 @@ struct BenchTimes {
 // Medians of `repeats` runs after `warmup` runs; checks the results are finite once (naming `what`).
 BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const std::string& what);
 
-// Model flops of one forward where a standard count exists: causal attention 2 B H T(T+1)/2 (dk + dv),
-// fem_softmax_read the same with the [v, e] read of width 2 dv, linear_attention and gla the state path
-// 4 B T H dk dv; nullopt for aft, lrnn_decay and ssm (elementwise scans).
+// Model flops of one forward where the op table gives a standard count (e.g. causal attention
+// 2 B H T(T+1)/2 (dk + dv)); nullopt for the elementwise scans (aft, lrnn_decay, ssm).
 std::optional<double> op_forward_flops(const std::string& op, const OpShape& shape);
 // Forward+backward flops by convention: 3.5 x the forward's (the backward as 2.5 forwards).
 constexpr double kForwardBackwardFlopFactor = 3.5;

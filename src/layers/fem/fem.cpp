@@ -25,12 +25,6 @@ int64_t round_to_multiple(double x, int64_t unit) {
 // Start of the conditioner's running max before any token: exp(start - u) is exactly 0 for any real u.
 constexpr double kRunningMaxStart = -1e30;
 
-torch::Tensor smallest_normal(const torch::Tensor& like) {
-  const double tiny = like.scalar_type() == torch::kDouble ? std::numeric_limits<double>::min()
-                                                             : static_cast<double>(std::numeric_limits<float>::min());
-  return torch::scalar_tensor(tiny, like.options());
-}
-
 }  // namespace
 
 void parse_fem_flags(const std::string& flags, FemOptions& o) {
@@ -186,28 +180,25 @@ torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
   const auto b = beta();
   if (auto fused = prior->fused_free_energy_read(p.v, b, options_.cap, p.prior))
     return combine(fused->mean, fused->free_energy, p);
-  const auto values = ops::fem_scale_values(p.v.flatten(2), b, options_.cap);
-  const auto vc = values.clipped.view(p.v.sizes()), u = values.scaled.view(p.v.sizes());
-  torch::Tensor shift, exponent;
+  const auto scaled = ops::fem_scale_values(p.v.flatten(2), b, options_.cap);
+  const ops::FemValues values{scaled.clipped.view(p.v.sizes()), scaled.scaled.view(p.v.sizes())};
+  torch::Tensor shift, support;
   if (options_.cap > 0) {
-    shift = torch::scalar_tensor(options_.cap, u.options());
-    exponent = u - shift;
+    shift = torch::scalar_tensor(options_.cap, values.scaled.options());
   } else {  // bidirectional: one shift per channel over the whole (real) support
-    auto real = mask.defined() ? mask.view({mask.size(0), mask.size(1), 1, 1}) : torch::ones_like(u, torch::kBool);
+    if (mask.defined()) support = mask.view({mask.size(0), mask.size(1), 1, 1});
+    const auto& u = values.scaled;
     const auto minus_inf = torch::full_like(u, -std::numeric_limits<double>::infinity());
-    shift = torch::where(real, u, minus_inf).amax(1, /*keepdim=*/true).detach();
+    shift = (support.defined() ? torch::where(support, u, minus_inf) : u).amax(1, /*keepdim=*/true).detach();
     shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
-    exponent = torch::where(real, u - shift, minus_inf);
   }
   // The read runs in fp64: with a constant shift e can be as small as exp(-2 cap), and its products with
   // small prior weights, and their reciprocals in the backward pass, leave fp32's range. (The fused
   // softmax read of the fused impl tracks running maxima instead and stays in fp32.)
-  const auto wide = torch::kDouble;
-  const auto read = prior->read(torch::cat({vc, exponent.exp()}, -1).to(wide), p.prior.to(wide));
-  const auto mu = read.narrow(-1, 0, head_dim_), z = read.narrow(-1, head_dim_, head_dim_);
-  const auto free_energy =
-      (torch::maximum(z, smallest_normal(z)).log() + shift.to(wide)) / b.to(wide).view({options_.heads, head_dim_});
-  return combine(mu.to(u.scalar_type()), free_energy.to(u.scalar_type()), p);
+  const PriorInputs wide = p.prior.to(torch::kDouble);
+  const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, torch::kDouble,
+                                           [&](const torch::Tensor& w) { return prior->read(w, wide); });
+  return combine(r.mean, r.free_energy, p);
 }
 
 torch::Tensor FemImpl::forward(const torch::Tensor& x) { return run(x, {}); }
@@ -245,29 +236,24 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
     y = combine(prior->step(v, p.prior, state).unsqueeze(1), {}, p);
   } else {
     const auto b = beta();
-    const auto values = ops::fem_scale_values(v.flatten(1), b, options_.cap);
-    const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
-    torch::Tensor shift, exponent;
+    const auto scaled = ops::fem_scale_values(v.flatten(1), b, options_.cap);
+    const ops::FemValues values{scaled.clipped.view(v.sizes()), scaled.scaled.view(v.sizes())};
+    torch::Tensor shift, support;
     if (options_.cap > 0) {
-      shift = torch::scalar_tensor(options_.cap, u.options());
-      exponent = u - shift;
+      shift = torch::scalar_tensor(options_.cap, values.scaled.options());
     } else {
       // Running max per channel; the state's exp-branch is rescaled to it, so the shift stays exact.
       const auto old_max = state["fem.max"];
-      auto new_max = torch::maximum(old_max, u.detach());
+      auto new_max = torch::maximum(old_max, values.scaled.detach());
       if (mask_t.defined()) new_max = torch::where(mask_t.view({-1, 1, 1}), new_max, old_max);
       prior->rescale(state, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
       state["fem.max"] = new_max;
       shift = new_max;
-      exponent = u - new_max;
-      if (mask_t.defined())
-        exponent = torch::where(mask_t.view({-1, 1, 1}), exponent,
-                                torch::full_like(exponent, -std::numeric_limits<double>::infinity()));
+      if (mask_t.defined()) support = mask_t.view({-1, 1, 1});
     }
-    const auto read = prior->step(torch::cat({vc, exponent.exp()}, -1), p.prior, state);
-    const auto mu = read.narrow(-1, 0, head_dim_), z = read.narrow(-1, head_dim_, head_dim_);
-    const auto free_energy = (torch::maximum(z, smallest_normal(z)).log() + shift) / b.view({options_.heads, head_dim_});
-    y = combine(mu.unsqueeze(1), free_energy.unsqueeze(1), p);
+    const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, v.scalar_type(),
+                                             [&](const torch::Tensor& w) { return prior->step(w, p.prior, state); });
+    y = combine(r.mean.unsqueeze(1), r.free_energy.unsqueeze(1), p);
   }
   state.position += 1;
   return y.squeeze(1);

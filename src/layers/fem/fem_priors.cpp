@@ -17,9 +17,7 @@
 namespace seqmix {
 namespace {
 
-// Normaliser floor: far below any real normaliser (ReLU+eps features give >= t*dk*eps^2), so the read is
-// exactly numerator/normaliser; only an empty support (left padding) hits it, and reads 0.
-constexpr double kNormaliserFloor = 1e-30;
+constexpr double kNormaliserFloor = ops::kPriorNormaliserFloor;
 
 torch::nn::Linear linear(FemPriorImpl& owner, const std::string& name, int64_t in, int64_t out, bool bias) {
   auto l = owner.register_module(name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
@@ -157,8 +155,7 @@ class LinearPrior : public LinearStatePrior {
     return in;
   }
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
-    return normalised(ops::runs_fused(config_.impl, "linear_attention") ? ops::linear_attention_fused(in.q, in.k, values, config_.causal)
-                                                       : ops::linear_attention_naive(in.q, in.k, values, config_.causal));
+    return normalised(ops::linear_attention(in.q, in.k, values, config_.causal, config_.impl));
   }
   torch::Tensor step(const torch::Tensor& values_t, const PriorInputs& in, DecodeState& s) override {
     ops::LinearAttentionState st{s["prior.kv"], s["prior.k_sum"]};
@@ -178,7 +175,7 @@ class LinearPrior : public LinearStatePrior {
 
 ops::PriorRead gla_read(const FemPriorConfig& c, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& log_decay) {
-  return ops::runs_fused(c.impl, "gla") ? ops::gla_fused(q, k, v, log_decay) : ops::gla_naive(q, k, v, log_decay);
+  return ops::gla(q, k, v, log_decay, c.impl);
 }
 
 // Log decay a_t = logsigmoid(w.x + b + modulation) / gate_normalizer per head, 0 at padded positions.
@@ -276,7 +273,7 @@ class AftPrior : public FemPriorImpl {
   torch::Tensor read(const torch::Tensor& values, const PriorInputs& in) override {
     const int64_t n = values.size(-1) / config_.value_head_dim;
     const auto keys = tile(in.keys, n).flatten(2), flat = values.flatten(2);
-    auto r = ops::runs_fused(config_.impl, "aft") ? ops::aft_fused(keys, flat, in.mask) : ops::aft_naive(keys, flat, in.mask);
+    auto r = ops::aft(keys, flat, in.mask, config_.impl);
     return ops::normalised_read(r, kNormaliserFloor).view(values.sizes());
   }
   void init_state(DecodeState& s, int64_t batch, int64_t width) const override {
@@ -343,9 +340,7 @@ class SsmPrior : public FemPriorImpl {
     auto delta = tile(in.delta, n + 1).flatten(2);
     const auto type = values.scalar_type();
     const auto A = tiled_A(n + 1).to(type);
-    auto y = (ops::runs_fused(config_.impl, "ssm_scan") ? ops::ssm_scan_fused(u, delta, A, in.b, in.c)
-                                               : ops::ssm_scan_naive(u, delta, A, in.b, in.c)) +
-             u * tiled_D(n + 1).to(type);
+    auto y = ops::ssm_scan(u, delta, A, in.b, in.c, config_.impl) + u * tiled_D(n + 1).to(type);
     auto parts = y.view({B, T, config_.heads, (n + 1) * config_.value_head_dim});
     auto num = parts.narrow(-1, 0, n * config_.value_head_dim);
     auto den = tile(parts.narrow(-1, n * config_.value_head_dim, config_.value_head_dim), n);

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "../checks.h"
-#include "../kernel_utils.h"
+#include "../common/checks.h"
+#include "../common/kernel_utils.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/aft.h"
 

@@ -1,7 +1,7 @@
 // One step of the AFT prior with the causal running max of the keys.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/aft.h"
 
 namespace seqmix::ops {

@@ -7,8 +7,8 @@
 
 #include <limits>
 
-#include "../checks.h"
-#include "../kernel_utils.h"
+#include "../common/checks.h"
+#include "../common/kernel_utils.h"
 #include "flash_common.h"
 #include "seqmix/ops/attention.h"
 

@@ -1,7 +1,7 @@
 // Ground-truth attention: plain ATen, the full score matrix, autograd by composition.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/attention.h"
 
 namespace seqmix::ops {

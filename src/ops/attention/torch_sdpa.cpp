@@ -2,7 +2,7 @@
 // fused kernel is measured against (seqmix bench --impl torch) and the softmax mixer's impl=torch.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/attention.h"
 
 namespace seqmix::ops {
@@ -25,16 +25,6 @@ at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, con
   const auto out = at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), visible,
                                                     /*dropout_p=*/0.0, /*is_causal=*/plain_causal, scale);
   return out.transpose(1, 2);
-}
-
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl) {
-  switch (impl) {
-    case Impl::fused: return softmax_attention_fused(q, k, v, causal, scale, key_mask);
-    case Impl::naive: return softmax_attention_naive(q, k, v, causal, scale, key_mask);
-    case Impl::torch: return softmax_attention_torch(q, k, v, causal, scale, key_mask);
-  }
-  TORCH_CHECK(false, "softmax_attention: unknown impl");
 }
 
 }  // namespace seqmix::ops

@@ -3,7 +3,7 @@
 // scan on their feature maps.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/linear_attention.h"

@@ -2,7 +2,7 @@
 // Readable and O(T^2) in memory; the naive twin of ela_fused.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/ela.h"
 
 namespace seqmix::ops {

@@ -2,7 +2,7 @@
 // running max of each key channel, as the fused scan does.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/ela.h"
 
 namespace seqmix::ops {

@@ -2,7 +2,7 @@
 // in the kernel pair, which returns the gradients of q, k, v and beta.
 #include <torch/torch.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
 

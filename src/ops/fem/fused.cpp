@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "../attention/flash_common.h"
-#include "../kernel_utils.h"
+#include "../common/kernel_utils.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
 

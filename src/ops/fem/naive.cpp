@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/fem.h"
 

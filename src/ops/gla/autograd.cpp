@@ -1,7 +1,7 @@
 // The autograd Function joining the fused GLA scan and its hand-written backward.
 #include <torch/torch.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
 

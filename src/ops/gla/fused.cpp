@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "../checks.h"
-#include "../kernel_utils.h"
+#include "../common/checks.h"
+#include "../common/kernel_utils.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
 

@@ -1,7 +1,7 @@
 // Ground-truth gated linear attention: the [B,H,T,T] decayed score matrix, plain ATen.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/gla.h"
 

@@ -1,7 +1,7 @@
 // One-token decode step of gated linear attention.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/gla.h"
 
 namespace seqmix::ops {

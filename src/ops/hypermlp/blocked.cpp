@@ -3,7 +3,7 @@
 // one slice of U and Vt shared by the block. See README.md for the layouts.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "activation.h"
 #include "seqmix/ops/hypermlp.h"
 

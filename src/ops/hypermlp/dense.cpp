@@ -2,7 +2,7 @@
 // (newest key first), with that row's sequence mixers R1 and R2 materialised as (n x n) matrices.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "activation.h"
 #include "seqmix/ops/hypermlp.h"
 

@@ -1,7 +1,7 @@
 // Ground-truth linear attention: the cumulative O(T dk dv) state tensor, plain ATen.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/linear_attention.h"
 
 namespace seqmix::ops {

@@ -1,7 +1,7 @@
 // One-token decode step of causal linear attention.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/linear_attention.h"
 
 namespace seqmix::ops {

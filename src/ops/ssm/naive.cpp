@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/ssm.h"
 
 namespace seqmix::ops {

@@ -1,7 +1,7 @@
 // One-token step of the selective scan; the naive scan is this step in a loop.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/ssm.h"
 
 namespace seqmix::ops {

@@ -2,7 +2,7 @@
 // bidirectional read contracts the keys and values once per head.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/linear_attention.h"
 

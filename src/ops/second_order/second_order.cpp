@@ -2,7 +2,7 @@
 // weighted covariance applied to a vector, in the O(N d) form and in the explicit covariance form.
 #include <ATen/ATen.h>
 
-#include "../checks.h"
+#include "../common/checks.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/second_order_attention.h"
 

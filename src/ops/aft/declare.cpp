@@ -1,0 +1,93 @@
+// The aft family in the op table and in torch.ops.seqmix: the AFT / LRNN-softmax read with the causal running
+// max (fused scan or naive), its decode step and state, and the FEM read through it.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/aft.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl) {
+  return check_impl(impl, kAftImpls, "aft") == Impl::fused ? aft_fused(k, v, mask) : aft_naive(k, v, mask);
+}
+
+std::vector<BadCall> aft_bad_calls();
+
+namespace {
+
+TensorPair aft_op(const at::Tensor& k, const at::Tensor& v, const c10::optional<at::Tensor>& mask,
+                  c10::string_view impl) {
+  return pair(aft(k, v, or_undefined(mask), impl_of(impl)));
+}
+
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_step_op(
+    const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& numerator, const at::Tensor& normaliser,
+    const at::Tensor& key_max, const c10::optional<at::Tensor>& mask_t) {
+  AftState state{numerator, normaliser, key_max};
+  const PriorRead r = aft_step(k_t, v_t, state, or_undefined(mask_t));
+  // The read is a view of the new state; outputs must not alias each other.
+  return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> aft_initial_state_op(int64_t batch, int64_t channels,
+                                                                    c10::optional<at::ScalarType> dtype) {
+  const AftState s = aft_initial_state(batch, channels, options_of(dtype));
+  return {s.numerator, s.normaliser, s.key_max};
+}
+
+// The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
+TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
+                           const c10::optional<at::Tensor>& mask, c10::string_view impl) {
+  TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
+              " and ", v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read");
+  const FemRead r = fem_capped_read("fem_aft_read", v, beta, cap, [&](const at::Tensor& values) {
+    const auto keys = at::cat({k, k}, -1).to(values.scalar_type());  // each channel's key logit, for both streams
+    return normalised_read(aft(keys, values, or_undefined(mask), chosen), kPriorNormaliserFloor);
+  });
+  return {r.mean, r.free_energy};
+}
+
+// Per-channel keys and values [B,T,C], C = H*dv; dk is not used.
+OpCase aft_case(Impl impl, const OpShape& s) {
+  const auto k = bench_inputs::randn({s.batch, s.length, s.heads * s.dv});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads * s.dv});
+  return {[=] {
+            const PriorRead r = aft(k, v, {}, impl);
+            return std::vector<at::Tensor>{r.numerator, r.normaliser};
+          },
+          {k, v}};
+}
+
+OpFamily declare_aft() {
+  const BenchCaseDeclaration scan{.name = "aft",
+                                  .order = 50,
+                                  .inputs = "k, v [B,T,C], C = H*dv (dk is not used)",
+                                  .impls = kAftImpls,
+                                  .make = aft_case};
+  return {.name = "aft",
+          .torch_ops = {{"aft", kAftImpls}, {"aft_step"}, {"aft_initial_state"}, {"fem_aft_read", kAftImpls}},
+          .bench_cases = {scan},
+          .bad_calls = aft_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_aft);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused') "
+                        "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor numerator, Tensor normaliser, Tensor key_max, "
+                             "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "
+                             "Tensor state_normaliser, Tensor key_max)");
+  define_op_without_tensors<&aft_initial_state_op>(m, "aft_initial_state(int batch, int channels, ScalarType? dtype=None) "
+                                                      "-> (Tensor numerator, Tensor normaliser, Tensor key_max)");
+  define_op<&fem_aft_read_op>(m, "fem_aft_read(Tensor k, Tensor v, Tensor beta, float cap=40., Tensor? mask=None, "
+                                 "str impl='fused') -> (Tensor mean, Tensor free_energy)");
+}

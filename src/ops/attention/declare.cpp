@@ -1,0 +1,76 @@
+// The attention family in the op table and in torch.ops.seqmix: softmax attention (fused, naive, or PyTorch's
+// own kernel) and HyperMLP's ReLU read.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/attention.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
+                             const at::Tensor& key_mask, Impl impl) {
+  switch (check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention")) {
+    case Impl::fused: return softmax_attention_fused(q, k, v, causal, scale, key_mask);
+    case Impl::naive: return softmax_attention_naive(q, k, v, causal, scale, key_mask);
+    case Impl::torch: return softmax_attention_torch(q, k, v, causal, scale, key_mask);
+  }
+  TORCH_CHECK(false, "softmax_attention: unknown impl");
+}
+
+std::vector<BadCall> attention_bad_calls();
+
+namespace {
+
+double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+at::Tensor attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                        c10::optional<double> scale, const c10::optional<at::Tensor>& key_mask, c10::string_view impl) {
+  return softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl));
+}
+
+at::Tensor relu_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
+  return relu_attention_naive(q, k, v, causal, eps);
+}
+
+// Causal attention on q, k [B,T,H,dk], v [B,T,H,dv] ~ N(0, 1), scale 1/sqrt(dk).
+OpCase attention_case(Impl impl, const OpShape& s) {
+  using bench_inputs::randn;
+  const auto q = randn({s.batch, s.length, s.heads, s.dk});
+  const auto k = randn({s.batch, s.length, s.heads, s.dk});
+  const auto v = randn({s.batch, s.length, s.heads, s.dv});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+  return {[=] { return std::vector<at::Tensor>{softmax_attention(q, k, v, true, scale, {}, impl)}; }, {q, k, v}};
+}
+
+OpFamily declare_attention() {
+  const BenchCaseDeclaration attention{
+      .name = "attention",
+      .order = 10,
+      .inputs = "q, k [B,T,H,dk], v [B,T,H,dv], scale 1/sqrt(dk)",
+      .impls = kSoftmaxAttentionImpls,
+      .make = attention_case,
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        const double pairs = s.length * (s.length + 1.0) / 2;  // causal
+        return 2.0 * s.batch * s.heads * pairs * (s.dk + s.dv);
+      }};
+  return {.name = "attention",
+          .torch_ops = {{"attention", kSoftmaxAttentionImpls}, {"relu_attention"}},
+          .bench_cases = {attention},
+          .bad_calls = attention_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_attention);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&attention_op>(m, "attention(Tensor q, Tensor k, Tensor v, bool causal=True, float? scale=None, "
+                              "Tensor? key_mask=None, str impl='fused') -> Tensor");
+  define_op<&relu_attention_op>(m, "relu_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float eps=1e-12) "
+                                   "-> Tensor");
+}

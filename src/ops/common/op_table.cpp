@@ -1,0 +1,70 @@
+#include "seqmix/ops/op_table.h"
+
+#include <algorithm>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "seqmix/io/error.h"
+
+namespace seqmix::ops {
+namespace {
+
+// The families' declaration functions, in registration (start-up) order.
+std::vector<OpFamily (*)()>& declarations() {
+  static std::vector<OpFamily (*)()> list;
+  return list;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+OpFamilyRegistration::OpFamilyRegistration(OpFamily (*declare)()) { declarations().push_back(declare); }
+
+const std::vector<OpFamily>& op_families() {
+  static const std::vector<OpFamily> families = [] {
+    std::vector<OpFamily> out;
+    for (auto declare : declarations()) out.push_back(declare());
+    std::sort(out.begin(), out.end(), [](const OpFamily& a, const OpFamily& b) { return a.name < b.name; });
+    return out;
+  }();
+  return families;
+}
+
+std::vector<const BenchCaseDeclaration*> bench_cases() {
+  std::vector<const BenchCaseDeclaration*> out;
+  for (const auto& family : op_families())
+    for (const auto& c : family.bench_cases) out.push_back(&c);
+  std::stable_sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->order < b->order; });
+  return out;
+}
+
+const BenchCaseDeclaration& bench_case(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto* c : bench_cases()) {
+    if (c->name == name) return *c;
+    names.push_back(c->name);
+  }
+  throw Error("unknown op '" + name + "'; valid ops: " + join(names));
+}
+
+std::string op_table_json() {
+  nlohmann::ordered_json families = nlohmann::ordered_json::array();
+  for (const auto& family : op_families()) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array(), cases = nlohmann::ordered_json::array();
+    for (const auto& op : family.torch_ops) {
+      nlohmann::ordered_json impls = nlohmann::ordered_json::array();
+      for (Impl i : op.impls.list()) impls.push_back(impl_name(i));
+      ops.push_back({{"name", op.name}, {"impls", impls}});
+    }
+    for (const auto& c : family.bench_cases) cases.push_back(c.name);
+    families.push_back({{"name", family.name}, {"torch_ops", ops}, {"bench_cases", cases}});
+  }
+  return nlohmann::ordered_json{{"families", families}}.dump();
+}
+
+}  // namespace seqmix::ops

@@ -1,0 +1,98 @@
+// The ela family in the op table and in torch.ops.seqmix: Exact Linear Attention (the linear form, or the
+// explicit quadratic form as its naive twin), its decode step and state.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/ela.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
+               double eps, Impl impl) {
+  return check_impl(impl, kElaImpls, "ela") == Impl::fused ? ela_fused(q, k, v, kernel, causal, eps)
+                                                           : ela_naive(q, k, v, kernel, causal, eps);
+}
+
+std::vector<BadCall> ela_bad_calls();
+
+namespace {
+
+at::Tensor ela_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view kernel, bool causal,
+                  double eps, c10::string_view impl) {
+  return ela(q, k, v, exact_kernel(std::string(kernel)), causal, eps, impl_of(impl));
+}
+
+// Decode, functional; key_max is empty ([0]) for kernels without one (all but hadamard_exp), in and out.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
+                                                                       const at::Tensor& v_t, const at::Tensor& kv,
+                                                                       const at::Tensor& k_sum, const at::Tensor& key_max,
+                                                                       c10::string_view kernel, double eps) {
+  ElaState state{kv, k_sum, key_max.numel() == 0 ? at::Tensor() : key_max};
+  const at::Tensor y = ela_step(q_t, k_t, v_t, exact_kernel(std::string(kernel)), state, eps);
+  return {y, state.kv, state.k_sum, state.key_max.defined() ? state.key_max : at::empty({0}, kv.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ela_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
+                                                                    c10::string_view kernel,
+                                                                    c10::optional<at::ScalarType> dtype) {
+  const ElaState s = ela_initial_state(batch, heads, dk, dv, exact_kernel(std::string(kernel)), options_of(dtype));
+  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(dtype))};
+}
+
+// Causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the squared-Euclidean kernel linear
+// attention's chunked scan on its dk+2 features.
+OpCase ela_case(const std::string& kernel_name, Impl impl, const OpShape& s) {
+  const auto q = bench_inputs::randn({s.batch, s.length, s.heads, s.dk});
+  const auto k = bench_inputs::randn({s.batch, s.length, s.heads, s.dk});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  const ExactKernel& kernel = exact_kernel(kernel_name);
+  return {[=, &kernel] { return std::vector<at::Tensor>{ela(q, k, v, kernel, true, 1e-8, impl)}; }, {q, k, v}};
+}
+
+OpFamily declare_ela() {
+  const std::vector<OpShape> shapes = {{1, 256, 4, 64, 64}, {1, 4096, 8, 64, 64}}, naive_shapes = {{1, 256, 4, 64, 64}};
+  const BenchCaseDeclaration hadamard{
+      .name = "ela",
+      .order = 80,
+      .inputs = "q, k [B,T,H,dk], v [B,T,H,dv] (randn, unscaled), kernel hadamard_exp",
+      .impls = kElaImpls,
+      .make = [](Impl impl, const OpShape& s) { return ela_case("hadamard_exp", impl, s); },
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;
+      },
+      .shapes = shapes,
+      .naive_shapes = naive_shapes};
+  const BenchCaseDeclaration sum_sq{
+      .name = "ela_sum_sq",
+      .order = 90,
+      .inputs = "as ela, kernel sum_sq_euclidean",
+      .impls = kElaImpls,
+      .make = [](Impl impl, const OpShape& s) { return ela_case("sum_sq_euclidean", impl, s); },
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        return 4.0 * s.batch * s.length * s.heads * (s.dk + 2.0) * s.dv;  // dk + 2 features
+      },
+      .shapes = shapes,
+      .naive_shapes = naive_shapes};
+  return {.name = "ela",
+          .torch_ops = {{"ela", kElaImpls}, {"ela_step"}, {"ela_initial_state"}},
+          .bench_cases = {hadamard, sum_sq},
+          .bad_calls = ela_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_ela);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&ela_op>(m, "ela(Tensor q, Tensor k, Tensor v, str kernel='hadamard_exp', bool causal=True, "
+                        "float eps=1e-8, str impl='fused') -> Tensor");
+  define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
+                             "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "
+                             "Tensor key_max)");
+  define_op_without_tensors<&ela_initial_state_op>(
+      m, "ela_initial_state(int batch, int heads, int dk, int dv, str kernel='hadamard_exp', ScalarType? dtype=None) "
+         "-> (Tensor kv, Tensor k_sum, Tensor key_max)");
+}

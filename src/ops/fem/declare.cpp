@@ -1,0 +1,86 @@
+// The fem family in the op table and in torch.ops.seqmix: the softmax prior's free-energy read (fused or naive)
+// and the value clamp and restore every FEM read uses. (The reads through the linear priors, fem_<prior>_read,
+// live with their priors and share fem_capped_read.)
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
+  return check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read") == Impl::fused
+             ? fem_softmax_read_fused(q, k, v, beta, cap, causal, scale, key_mask)
+             : fem_softmax_read_naive(q, k, v, beta, cap, causal, scale, key_mask);
+}
+
+std::vector<BadCall> fem_bad_calls();
+
+namespace {
+
+TensorPair fem_softmax_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                               double cap, bool causal, c10::optional<double> scale,
+                               const c10::optional<at::Tensor>& key_mask, c10::string_view impl) {
+  const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const FemRead r = fem_softmax_read(q, k, v, beta, cap, causal, s, or_undefined(key_mask), impl_of(impl));
+  return {r.mean, r.free_energy};
+}
+
+TensorPair fem_scale_values_op(const at::Tensor& v, const at::Tensor& beta, double cap) {
+  const FemValues values = fem_scale_values(v, beta, cap);
+  // Outputs are new tensors, as the schema says: with cap 0 the clipped values are v itself.
+  return {values.clipped.is_same(v) ? v.clone() : values.clipped, values.scaled};
+}
+
+at::Tensor fem_restore_op(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
+  return fem_restore(z, shift, beta);
+}
+
+// The read of causal softmax attention's inputs, beta = softplus(randn) + 0.5 [H*dv], cap 40.
+OpCase fem_softmax_read_case(Impl impl, const OpShape& s) {
+  using bench_inputs::randn;
+  const auto q = randn({s.batch, s.length, s.heads, s.dk});
+  const auto k = randn({s.batch, s.length, s.heads, s.dk});
+  const auto v = randn({s.batch, s.length, s.heads, s.dv});
+  const auto beta = bench_inputs::leaf(at::softplus(at::randn({s.heads * s.dv})) + 0.5);
+  const double cap = 40, scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+  return {[=] {
+            const FemRead r = fem_softmax_read(q, k, v, beta, cap, true, scale, {}, impl);
+            return std::vector<at::Tensor>{r.mean, r.free_energy};
+          },
+          {q, k, v, beta}};
+}
+
+OpFamily declare_fem() {
+  const BenchCaseDeclaration read{
+      .name = "fem_softmax_read",
+      .order = 20,
+      .inputs = "as attention, beta [H*dv] = softplus(randn) + 0.5, cap 40",
+      .impls = kFemSoftmaxReadImpls,
+      .make = fem_softmax_read_case,
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        const double pairs = s.length * (s.length + 1.0) / 2;  // causal; the [v, e] read is 2 dv wide
+        return 2.0 * s.batch * s.heads * pairs * (s.dk + 2.0 * s.dv);
+      },
+      .naive_shapes = {{1, 256, 4, 64, 64}}};
+  return {.name = "fem",
+          .torch_ops = {{"fem_softmax_read", kFemSoftmaxReadImpls}, {"fem_scale_values"}, {"fem_restore"}},
+          .bench_cases = {read},
+          .bad_calls = fem_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_fem);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&fem_softmax_read_op>(m, "fem_softmax_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
+                                     "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='fused') "
+                                     "-> (Tensor mean, Tensor free_energy)");
+  define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)");
+  define_op<&fem_restore_op>(m, "fem_restore(Tensor z, Tensor shift, Tensor beta) -> Tensor");
+}

@@ -1,0 +1,49 @@
+// The free-energy read through a prior linear in its values (include/seqmix/ops/fem.h): the one place where FEM
+// turns a prior's read of [clip(v), exp(u - shift)] into mu and F, for the layer's forward and decode step and
+// for the fem_*_read operators. Derivation in README.md.
+#include <ATen/ATen.h>
+
+#include <limits>
+
+#include "seqmix/ops/fem.h"
+
+namespace seqmix::ops {
+namespace {
+
+// The smallest normal number of t's floating-point type: the floor of z before its log.
+at::Tensor smallest_normal(const at::Tensor& t) {
+  const double tiny = t.scalar_type() == at::kDouble ? std::numeric_limits<double>::min()
+                                                      : static_cast<double>(std::numeric_limits<float>::min());
+  return at::scalar_tensor(tiny, t.options());
+}
+
+}  // namespace
+
+FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, const at::Tensor& shift,
+                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read) {
+  auto exponent = values.scaled - shift;
+  if (support.defined())
+    exponent = at::where(support, exponent, at::full_like(exponent, -std::numeric_limits<double>::infinity()));
+  const auto r = read(at::cat({values.clipped, exponent.exp()}, -1).to(read_type));
+  const int64_t width = values.clipped.size(-1);
+  const auto mean = r.narrow(-1, 0, width), z = r.narrow(-1, width, width);
+  const auto free_energy = (at::maximum(z, smallest_normal(z)).log() + shift.to(read_type)) / beta.to(read_type);
+  const auto type = values.clipped.scalar_type();
+  return {mean.to(type), free_energy.to(type)};
+}
+
+FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read) {
+  TORCH_CHECK(v.dim() == 3 || v.dim() == 4, op, ": v must be [B,T,H,dv] or [B,T,C] (got ", v.sizes(), ")");
+  TORCH_CHECK(cap > 0 && cap <= kMaxConstantShiftCap, op, ": cap must be in (0, ", kMaxConstantShiftCap, "] (got ",
+              cap, ")");
+  const auto channel_shape = v.sizes().slice(2);  // [H,dv] or [C]
+  const int64_t channels = c10::multiply_integers(channel_shape);
+  TORCH_CHECK(beta.numel() == channels, op, ": beta must have ", channels, " entries, one per value channel (got ",
+              beta.sizes(), ")");
+  const FemValues flat = fem_scale_values(v.flatten(2), beta.reshape({channels}), cap);
+  const FemValues values{flat.clipped.view(v.sizes()), flat.scaled.view(v.sizes())};
+  return fem_free_energy_read(values, beta.reshape(channel_shape), at::scalar_tensor(cap, at::kDouble), {}, at::kDouble,
+                              read);
+}
+
+}  // namespace seqmix::ops

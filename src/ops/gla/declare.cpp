@@ -1,0 +1,110 @@
+// The gla family in the op table and in torch.ops.seqmix: gated linear attention with a per-head decay (fused
+// chunked scan or naive), its decode step, and the FEM read through it. LRNN-decay is benchmarked here too: it
+// is this op with unit features.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/gla.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl) {
+  return check_impl(impl, kGlaImpls, "gla") == Impl::fused ? gla_fused(q, k, v, log_decay)
+                                                           : gla_naive(q, k, v, log_decay);
+}
+
+std::vector<BadCall> gla_bad_calls();
+
+namespace {
+
+TensorPair gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                  c10::string_view impl) {
+  return pair(gla(q, k, v, log_decay, impl_of(impl)));
+}
+
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
+                                                                       const at::Tensor& v_t, const at::Tensor& log_decay_t,
+                                                                       const at::Tensor& kv, const at::Tensor& k_sum) {
+  LinearAttentionState state{kv, k_sum};
+  const PriorRead r = gla_step(q_t, k_t, v_t, log_decay_t, state);
+  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+}
+
+// The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head and step, causal).
+TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                           const at::Tensor& beta, double cap, c10::string_view impl) {
+  TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read");
+  const FemRead r = fem_capped_read("fem_gla_read", v, beta, cap, [&](const at::Tensor& values) {
+    const auto type = values.scalar_type();
+    return normalised_read(gla(q.to(type), k.to(type), values, log_decay.to(type), chosen), kPriorNormaliserFloor);
+  });
+  return {r.mean, r.free_energy};
+}
+
+// GLA's read with a gentle decay, log_decay = logsigmoid(randn) / 16 [B,T,H].
+OpCase gla_read_case(Impl impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     std::vector<at::Tensor> leaves) {
+  const auto log_decay = bench_inputs::leaf(at::log_sigmoid(at::randn({q.size(0), q.size(1), q.size(2)})) / 16);
+  leaves.push_back(log_decay);
+  return {[=] {
+            const PriorRead r = gla(q, k, v, log_decay, impl);
+            return std::vector<at::Tensor>{r.numerator, r.normaliser};
+          },
+          std::move(leaves)};
+}
+
+OpCase gla_case(Impl impl, const OpShape& s) {
+  const auto q = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto k = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  return gla_read_case(impl, q, k, v, {q, k, v});
+}
+
+// LRNN-decay: GLA with unit features q = k = 1 of width 1 (constants, not leaves); dk is not used.
+OpCase lrnn_decay_case(Impl impl, const OpShape& s) {
+  const auto ones = at::ones({s.batch, s.length, s.heads, 1});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  return gla_read_case(impl, ones, ones, v, {v});
+}
+
+OpFamily declare_gla() {
+  const BenchCaseDeclaration scan{
+      .name = "gla",
+      .order = 40,
+      .inputs = "as linear_attention, log_decay = logsigmoid(randn) / 16 [B,T,H]",
+      .impls = kGlaImpls,
+      .make = gla_case,
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;  // the state path
+      }};
+  const BenchCaseDeclaration lrnn_decay{
+      .name = "lrnn_decay",
+      .order = 60,
+      .inputs = "gla with unit features q = k = ones [B,T,H,1] (constants), v [B,T,H,dv], log_decay as gla "
+                "(dk is not used)",
+      .impls = kGlaImpls,
+      .make = lrnn_decay_case};
+  return {.name = "gla",
+          .torch_ops = {{"gla", kGlaImpls}, {"gla_step"}, {"fem_gla_read", kGlaImpls}},
+          .bench_cases = {scan, lrnn_decay},
+          .bad_calls = gla_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_gla);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='fused') "
+                        "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
+                             "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+  define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "
+                                 "float cap=40., str impl='fused') -> (Tensor mean, Tensor free_energy)");
+}

@@ -1,0 +1,78 @@
+// The hypermlp family in the op table and in torch.ops.seqmix: HyperMLP's DPLR attention read, blocked (the
+// fast form) or dense (its naive twin, O(T^3)).
+#include "../common/torch_op.h"
+#include "seqmix/ops/hypermlp.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
+                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
+                         const HyperReadOptions& options, Impl impl) {
+  return check_impl(impl, kHypermlpReadImpls, "hypermlp_read") == Impl::fused
+             ? hypermlp_read_blocked(q, k, v, s1, mix1, s2, mix2, options)
+             : hypermlp_read_dense(q, k, v, s1, mix1, s2, mix2, options);
+}
+
+std::vector<BadCall> hypermlp_bad_calls();
+
+namespace {
+
+HyperMixing mixing(const c10::optional<at::Tensor>& diag, const c10::optional<at::Tensor>& U,
+                   const c10::optional<at::Tensor>& Vt, const char* side) {
+  const int given = diag.has_value() + U.has_value() + Vt.has_value();
+  TORCH_CHECK(given == 0 || given == 3, "hypermlp_read: the mixing ", side,
+              " needs all of diag, U and Vt, or none of them (got ", given, ")");
+  return given == 0 ? HyperMixing{} : HyperMixing{*diag, *U, *Vt};
+}
+
+at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& s1, const c10::optional<at::Tensor>& diag1,
+                            const c10::optional<at::Tensor>& U1, const c10::optional<at::Tensor>& Vt1,
+                            const c10::optional<at::Tensor>& s2, const c10::optional<at::Tensor>& diag2,
+                            const c10::optional<at::Tensor>& U2, const c10::optional<at::Tensor>& Vt2,
+                            c10::string_view activation, c10::string_view layout, double eps, double scale,
+                            int64_t block, c10::string_view impl) {
+  HyperReadOptions options;
+  if (activation == "relu")
+    options.activation = HyperActivation::relu;
+  else if (activation == "glu")
+    options.activation = HyperActivation::glu;
+  else if (activation == "softmax")
+    options.activation = HyperActivation::softmax;
+  else
+    TORCH_CHECK(false, "hypermlp_read: unknown activation '", activation, "' (expected relu, glu or softmax)");
+  if (layout == "lag")
+    options.layout = HyperLayout::lag;
+  else if (layout == "forward")
+    options.layout = HyperLayout::forward;
+  else
+    TORCH_CHECK(false, "hypermlp_read: unknown layout '", layout, "' (expected lag or forward)");
+  options.eps = eps;
+  options.scale = scale;
+  options.block = block;
+  const HyperMixing before = mixing(diag1, U1, Vt1, "before the activation");
+  const HyperMixing after = mixing(diag2, U2, Vt2, "after the activation");
+  TORCH_CHECK(before.defined() == s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
+  TORCH_CHECK(after.defined() == s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
+  return hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
+}
+
+OpFamily declare_hypermlp() {
+  return {.name = "hypermlp", .torch_ops = {{"hypermlp_read", kHypermlpReadImpls}}, .bad_calls = hypermlp_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_hypermlp);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&hypermlp_read_op>(
+      m, "hypermlp_read(Tensor q, Tensor k, Tensor v, Tensor? s1=None, Tensor? diag1=None, Tensor? U1=None, "
+         "Tensor? Vt1=None, Tensor? s2=None, Tensor? diag2=None, Tensor? U2=None, Tensor? Vt2=None, "
+         "str activation='relu', str layout='lag', float eps=1e-12, float scale=1., int block=256, "
+         "str impl='fused') -> Tensor");
+}

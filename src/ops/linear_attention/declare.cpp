@@ -1,0 +1,101 @@
+// The linear_attention family in the op table and in torch.ops.seqmix: normalised linear attention (fused
+// chunked scan or naive), its decode step and state, and the FEM read through it.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/linear_attention.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl) {
+  return check_impl(impl, kLinearAttentionImpls, "linear_attention") == Impl::fused
+             ? linear_attention_fused(q, k, v, causal)
+             : linear_attention_naive(q, k, v, causal);
+}
+
+std::vector<BadCall> linear_attention_bad_calls();
+
+namespace {
+
+TensorPair linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                               c10::string_view impl) {
+  return pair(linear_attention(q, k, v, causal, impl_of(impl)));
+}
+
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linear_attention_step_op(
+    const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& kv, const at::Tensor& k_sum) {
+  LinearAttentionState state{kv, k_sum};
+  const PriorRead r = linear_attention_step(q_t, k_t, v_t, state);
+  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+}
+
+TensorPair linear_attention_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
+                                             c10::optional<at::ScalarType> dtype) {
+  const LinearAttentionState s = linear_attention_initial_state(batch, heads, dk, dv, options_of(dtype));
+  return {s.kv, s.k_sum};
+}
+
+// The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features).
+TensorPair fem_linear_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                              double cap, bool causal, c10::string_view impl) {
+  TORCH_CHECK(v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read");
+  const FemRead r = fem_capped_read("fem_linear_read", v, beta, cap, [&](const at::Tensor& values) {
+    const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
+    return normalised_read(linear_attention(wq, wk, values, causal, chosen), kPriorNormaliserFloor);
+  });
+  return {r.mean, r.free_energy};
+}
+
+// Causal, on non-negative features q, k = relu(randn) + 1e-6 [B,T,H,dk] and v [B,T,H,dv].
+OpCase linear_attention_case(Impl impl, const OpShape& s) {
+  const auto q = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto k = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  return {[=] {
+            const PriorRead r = linear_attention(q, k, v, true, impl);
+            return std::vector<at::Tensor>{r.numerator, r.normaliser};
+          },
+          {q, k, v}};
+}
+
+OpFamily declare_linear_attention() {
+  const BenchCaseDeclaration scan{
+      .name = "linear_attention",
+      .order = 30,
+      .inputs = "q, k = relu(randn) + 1e-6 [B,T,H,dk], v [B,T,H,dv]",
+      .impls = kLinearAttentionImpls,
+      .make = linear_attention_case,
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;  // the state path
+      }};
+  return {.name = "linear_attention",
+          .torch_ops = {{"linear_attention", kLinearAttentionImpls},
+                        {"linear_attention_step"},
+                        {"linear_attention_initial_state"},
+                        {"fem_linear_read", kLinearAttentionImpls}},
+          .bench_cases = {scan},
+          .bad_calls = linear_attention_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_linear_attention);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&linear_attention_op>(m, "linear_attention(Tensor q, Tensor k, Tensor v, bool causal=True, "
+                                     "str impl='fused') -> (Tensor numerator, Tensor normaliser)");
+  define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
+                                          "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
+                                          "Tensor k_sum)");
+  define_op_without_tensors<&linear_attention_initial_state_op>(
+      m, "linear_attention_initial_state(int batch, int heads, int dk, int dv, ScalarType? dtype=None) "
+         "-> (Tensor kv, Tensor k_sum)");
+  define_op<&fem_linear_read_op>(m, "fem_linear_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
+                                    "bool causal=True, str impl='fused') -> (Tensor mean, Tensor free_energy)");
+}

@@ -1,0 +1,55 @@
+// The second_order family in the op table and in torch.ops.seqmix: the energy paper's MHA2nd1st and
+// LightMHA2nd1st reads, in O(N d) form (fused) or with the covariance formed explicitly (naive).
+#include "../common/torch_op.h"
+#include "seqmix/ops/op_table.h"
+#include "seqmix/ops/second_order_attention.h"
+
+namespace seqmix::ops {
+
+at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                     const at::Tensor& bias_scale, bool causal, Impl impl) {
+  return check_impl(impl, kSecondOrderImpls, "mha2nd1st_read") == Impl::fused
+             ? mha2nd1st_read(q, k, temperature, bias_scale, causal)
+             : mha2nd1st_read_covariance(q, k, temperature, bias_scale, causal);
+}
+
+at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                       const at::Tensor& tau, bool causal, Impl impl) {
+  return check_impl(impl, kSecondOrderImpls, "light2nd1st_read") == Impl::fused
+             ? light2nd1st_read(q, k, v, scale, tau, causal)
+             : light2nd1st_read_covariance(q, k, v, scale, tau, causal);
+}
+
+std::vector<BadCall> second_order_bad_calls();
+
+namespace {
+
+at::Tensor mha2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                        const at::Tensor& bias_scale, bool causal, c10::string_view impl) {
+  return mha2nd1st(q, k, temperature, bias_scale, causal, impl_of(impl));
+}
+
+at::Tensor light2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                          const at::Tensor& tau, bool causal, c10::string_view impl) {
+  return light2nd1st(q, k, v, scale, tau, causal, impl_of(impl));
+}
+
+OpFamily declare_second_order() {
+  return {.name = "second_order",
+          .torch_ops = {{"mha2nd1st_read", kSecondOrderImpls}, {"light2nd1st_read", kSecondOrderImpls}},
+          .bad_calls = second_order_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_second_order);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&mha2nd1st_op>(m, "mha2nd1st_read(Tensor q, Tensor k, Tensor temperature, Tensor bias_scale, "
+                              "bool causal=True, str impl='fused') -> Tensor");
+  define_op<&light2nd1st_op>(m, "light2nd1st_read(Tensor q, Tensor k, Tensor v, float scale, Tensor tau, "
+                                "bool causal=True, str impl='fused') -> Tensor");
+}

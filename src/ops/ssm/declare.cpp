@@ -1,0 +1,95 @@
+// The ssm family in the op table and in torch.ops.seqmix: the diagonal selective scan (fused or naive), its
+// decode step, and the FEM read through it.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/fem.h"
+#include "seqmix/ops/op_table.h"
+#include "seqmix/ops/ssm.h"
+
+namespace seqmix::ops {
+
+at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                    const at::Tensor& c, Impl impl) {
+  return check_impl(impl, kSsmScanImpls, "ssm_scan") == Impl::fused ? ssm_scan_fused(u, delta, A, b, c)
+                                                                    : ssm_scan_naive(u, delta, A, b, c);
+}
+
+std::vector<BadCall> ssm_bad_calls();
+
+namespace {
+
+at::Tensor ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                       const at::Tensor& c, c10::string_view impl) {
+  return ssm_scan(u, delta, A, b, c, impl_of(impl));
+}
+
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+TensorPair ssm_step_op(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A, const at::Tensor& b_t,
+                       const at::Tensor& c_t, const at::Tensor& state) {
+  at::Tensor next = state;
+  at::Tensor y = ssm_step(u_t, delta_t, A, b_t, c_t, next);
+  return {y, next};
+}
+
+// The FEM read under the selective-SSM prior, per channel: the prior's weights are the scan's impulse
+// response, normalised by the scan of ones (plus the skip D u in both), as the FEM layer's SSM prior reads
+// real tokens (this op has no padding mask). v, delta [B,T,C], A [C,N], b, c [B,T,N], D [C] (optional), beta [C].
+TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                           const at::Tensor& c, const c10::optional<at::Tensor>& D, const at::Tensor& beta, double cap,
+                           c10::string_view impl) {
+  TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read");
+  const FemRead r = fem_capped_read("fem_ssm_read", v, beta, cap, [&](const at::Tensor& values) {
+    const auto type = values.scalar_type();
+    // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.
+    const auto u = at::cat({values, at::ones_like(v, values.options())}, -1);
+    const auto tile = [](const at::Tensor& t, int64_t dim) { return at::cat({t, t, t}, dim); };
+    auto y = ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen);
+    if (D.has_value()) y = y + u * tile(D->to(type), 0);
+    const int64_t C = v.size(-1);
+    const auto den = y.narrow(-1, 2 * C, C);
+    return y.narrow(-1, 0, 2 * C) / at::cat({den, den}, -1).clamp_min(kPriorNormaliserFloor);
+  });
+  return {r.mean, r.free_energy};
+}
+
+// Channels C = H*dv, states N = dk: u [B,T,C], delta > 0 [B,T,C], A < 0 [C,N], b, c >= 0 [B,T,N].
+OpCase ssm_case(Impl impl, const OpShape& s) {
+  using bench_inputs::leaf;
+  const int64_t channels = s.heads * s.dv;
+  const auto u = leaf(at::randn({s.batch, s.length, channels}));
+  const auto delta = leaf(at::softplus(at::randn({s.batch, s.length, channels})));
+  const auto A = leaf(-at::exp(0.5 * at::randn({channels, s.dk})));
+  const auto b = leaf(at::rand({s.batch, s.length, s.dk}));
+  const auto c = leaf(at::rand({s.batch, s.length, s.dk}));
+  return {[=] { return std::vector<at::Tensor>{ssm_scan(u, delta, A, b, c, impl)}; }, {u, delta, A, b, c}};
+}
+
+OpFamily declare_ssm() {
+  const BenchCaseDeclaration scan{
+      .name = "ssm",
+      .order = 70,
+      .inputs = "u, delta = softplus(randn) [B,T,C], C = H*dv; A = -exp(randn/2) [C,N], N = dk; b, c = rand [B,T,N]",
+      .impls = kSsmScanImpls,
+      .make = ssm_case,
+      .shapes = {{1, 256, 4, 16, 64}, {4, 1024, 8, 16, 64}}};  // N = dk = 16 states, Mamba's
+  return {.name = "ssm",
+          .torch_ops = {{"ssm_scan", kSsmScanImpls}, {"ssm_step"}, {"fem_ssm_read", kSsmScanImpls}},
+          .bench_cases = {scan},
+          .bad_calls = ssm_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_ssm);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='fused') -> Tensor");
+  define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
+                             "-> (Tensor y, Tensor state)");
+  define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "
+                                 "Tensor beta, float cap=40., str impl='fused') -> (Tensor mean, Tensor free_energy)");
+}
