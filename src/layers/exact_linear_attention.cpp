@@ -67,24 +67,16 @@ torch::Tensor ExactLinearAttentionImpl::attention_weights(const torch::Tensor& x
 
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  auto s0 = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
-                                   qkv->weight.options());
-  DecodeState s;
-  s["kv"] = s0.kv;
-  s["k_sum"] = s0.k_sum;
-  if (s0.key_max.defined()) s["key_max"] = s0.key_max;
-  return s;
+  return DecodeState::of(
+      ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_, qkv->weight.options()));
 }
 
 torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
   const auto& kernel = *kernel_;
   auto p = project(x_t.unsqueeze(1), state.position);
-  ops::ElaState s{state["kv"], state["k_sum"], kernel.exponential ? state["key_max"] : torch::Tensor()};
+  auto& s = state.as<ops::ElaState>(kind());
   auto y = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), kernel, s, options_.eps);
-  state["kv"] = s.kv;
-  state["k_sum"] = s.k_sum;
-  if (kernel.exponential) state["key_max"] = s.key_max;
   state.position += 1;
   return finish(y.unsqueeze(1)).squeeze(1);
 }

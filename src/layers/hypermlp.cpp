@@ -109,31 +109,38 @@ torch::Tensor HyperMlpImpl::forward(const torch::Tensor& x) {
   return output(read(p, p.k, p.v), x);
 }
 
+namespace {
+struct HyperMlpState {
+  torch::Tensor k, v;  // the cache [B,S,Hs,rq], [B,S,H,rv]
+  torch::Tensor conv;  // the last K-1 raw inputs (labels with c)
+};
+}  // namespace
+
 DecodeState HyperMlpImpl::init_state(int64_t batch) const {
-  DecodeState s;
   const auto opts = wq->weight.options();
-  s["k"] = torch::zeros({batch, 0, score_heads_, ranks_.qk_rank / score_heads_}, opts);
-  s["v"] = torch::zeros({batch, 0, options_.heads, ranks_.vo_rank / options_.heads}, opts);
-  if (options_.variant.conv) s["conv"] = conv_k->initial_window(batch);  // the last K-1 raw inputs
-  return s;
+  HyperMlpState s{torch::zeros({batch, 0, score_heads_, ranks_.qk_rank / score_heads_}, opts),
+                  torch::zeros({batch, 0, options_.heads, ranks_.vo_rank / options_.heads}, opts), {}};
+  if (options_.variant.conv) s.conv = conv_k->initial_window(batch);
+  return DecodeState::of(std::move(s));
 }
 
 torch::Tensor HyperMlpImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   check_input(x);
   check_length(state.position + x.size(1));
+  auto& s = state.as<HyperMlpState>(kind());
   torch::Tensor xk = x, xv = x;
   if (options_.variant.conv) {
     // The convs see the previous K-1 inputs: run them on [window, x] and keep the outputs of x.
-    auto full = torch::cat({state["conv"], x}, 1);
+    auto full = torch::cat({s.conv, x}, 1);
     xk = conv_k(full).narrow(1, kConvKernel - 1, x.size(1));
     xv = conv_v(full).narrow(1, kConvKernel - 1, x.size(1));
-    state["conv"] = full.narrow(1, full.size(1) - (kConvKernel - 1), kConvKernel - 1);
+    s.conv = full.narrow(1, full.size(1) - (kConvKernel - 1), kConvKernel - 1);
   }
   auto p = project(x, xk, xv, state.position);
-  state["k"] = torch::cat({state["k"], p.k}, 1);
-  state["v"] = torch::cat({state["v"], p.v}, 1);
+  s.k = torch::cat({s.k, p.k}, 1);
+  s.v = torch::cat({s.v, p.v}, 1);
   state.position += x.size(1);
-  return output(read(p, state["k"], state["v"]), x);
+  return output(read(p, s.k, s.v), x);
 }
 
 torch::Tensor HyperMlpImpl::step(const torch::Tensor& x_t, DecodeState& state) {

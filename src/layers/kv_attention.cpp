@@ -2,10 +2,10 @@
 
 #include <torch/torch.h>
 
+#include "priors/prior.h"
 #include "seqmix/io/error.h"
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
-#include "seqmix/modules/rotary.h"
 
 namespace seqmix {
 
@@ -18,10 +18,23 @@ KVAttentionImpl::KVAttentionImpl(std::string kind, const KVAttentionOptions& opt
   if (options.rope && head_dim_ % 2 != 0)
     throw Error("mixer " + this->kind() + ": rope=1 needs an even head width (got " +
                 std::to_string(head_dim_) + ")");
-  const int64_t projected = options.raw_values ? 2 : 3;
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(options.dim, projected * options.dim)
-                                                     .bias(options.bias)));
-  init_linear(qkv);
+  // The softmax prior's key-value machinery in the packed layout (its qkv Linear is this mixer's), reading its
+  // cache through this mixer's attend.
+  PriorConfig c;
+  c.dim = options.dim;
+  c.heads = options.heads;
+  c.value_head_dim = c.qk_head_dim = head_dim_;
+  c.rope = options.rope;
+  c.rope_theta = options.rope_theta;
+  c.bias = options.bias;
+  c.causal = options.causal;
+  c.layout = QueryKeyLayout::packed;
+  c.raw_values = options.raw_values;
+  c.cache_mask = false;
+  prior_ = make_key_value_prior(c, *this, this->kind(),
+                                [this](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       bool causal, const torch::Tensor&) { return attend(q, k, v, causal); });
+  prior_->init_parameters();
   if (!options.raw_values) {
     out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(options.dim, options.dim)
                                                        .bias(options.bias)));
@@ -29,40 +42,24 @@ KVAttentionImpl::KVAttentionImpl(std::string kind, const KVAttentionOptions& opt
   }
 }
 
-KVAttentionImpl::QKV KVAttentionImpl::project(const torch::Tensor& x, int64_t offset) {
-  auto parts = qkv(x).chunk(options_.raw_values ? 2 : 3, -1);
-  QKV r{split_heads(parts[0], options_.heads), split_heads(parts[1], options_.heads),
-        split_heads(options_.raw_values ? x : parts[2], options_.heads)};
-  if (options_.rope) {
-    r.q = apply_rotary(r.q, offset, options_.rope_theta);
-    r.k = apply_rotary(r.k, offset, options_.rope_theta);
-  }
-  return r;
-}
-
 torch::Tensor KVAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
-  auto p = project(x, 0);
-  return output(merge_heads(attend(p.q, p.k, p.v, is_causal())));
+  const auto in = prior_->prepare(x, {}, {}, int64_t{0});
+  return output(merge_heads(prior_->read(in.values, in)));
 }
 
 DecodeState KVAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  DecodeState s;
-  auto empty = torch::zeros({batch, 0, options_.heads, head_dim_}, qkv->weight.options());
-  s["k"] = empty;
-  s["v"] = empty.clone();
-  return s;
+  return DecodeState::of(prior_->init_state(batch, head_dim_));
 }
 
 torch::Tensor KVAttentionImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   check_input(x);
   check_decodable();
-  auto p = project(x, state.position);
-  state["k"] = torch::cat({state["k"], p.k}, 1);
-  state["v"] = torch::cat({state["v"], p.v}, 1);
+  const auto in = prior_->prepare(x, {}, {}, state.position);
+  auto y = prior_->prefill(in.values, in, state.data);  // the prior checks the state is its own
   state.position += x.size(1);
-  return output(merge_heads(attend(p.q, state["k"], state["v"], /*causal=*/true)));
+  return output(merge_heads(y));
 }
 
 torch::Tensor KVAttentionImpl::output(const torch::Tensor& read) { return out ? out(read) : read; }

@@ -2,11 +2,10 @@
 
 #include <torch/torch.h>
 
+#include "priors/prior.h"
 #include "seqmix/io/error.h"
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
-#include "seqmix/modules/rotary.h"
-#include "seqmix/ops/linear_attention.h"
 
 namespace seqmix {
 
@@ -20,57 +19,44 @@ LinearAttentionImpl::LinearAttentionImpl(const LinearAttentionOptions& options)
   head_dim_ = options.dim / options.heads;
   if (options.rope && head_dim_ % 2 != 0)
     throw Error("mixer linear: rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(options.dim, 3 * options.dim)
-                                                     .bias(options.bias)));
+  // The linear prior in the packed layout: its qkv Linear is this mixer's (q | k | value projection).
+  PriorConfig c;
+  c.dim = options.dim;
+  c.heads = options.heads;
+  c.value_head_dim = c.qk_head_dim = head_dim_;
+  c.rope = options.rope;
+  c.rope_theta = options.rope_theta;
+  c.eps = options.eps;
+  c.bias = options.bias;
+  c.causal = options.causal;
+  c.impl = options.impl;
+  c.layout = QueryKeyLayout::packed;
+  c.feature = options.feature;
+  c.floor = options.eps;
+  prior_ = prior_declaration("linear").make(c, *this);
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(options.dim, options.dim)
                                                      .bias(options.bias)));
-  init_linear(qkv);
+  prior_->init_parameters();
   init_linear(out);
 }
 
-namespace {
-struct FeatureQKV {
-  torch::Tensor q, k, v;
-};
-FeatureQKV project(torch::nn::Linear& qkv, const torch::Tensor& x, const LinearAttentionOptions& o,
-                   int64_t offset) {
-  auto parts = qkv(x).chunk(3, -1);
-  auto q = split_heads(parts[0], o.heads), k = split_heads(parts[1], o.heads);
-  if (o.rope) {
-    q = apply_rotary(q, offset, o.rope_theta);
-    k = apply_rotary(k, offset, o.rope_theta);
-  }
-  return {apply_feature_map(q, o.feature, o.eps), apply_feature_map(k, o.feature, o.eps),
-          split_heads(parts[2], o.heads)};
-}
-}  // namespace
-
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
-  auto p = project(qkv, x, options_, 0);
-  auto read = ops::linear_attention(p.q, p.k, p.v, is_causal(), options_.impl);
-  return out(merge_heads(ops::normalised_read(read, options_.eps)));
+  const auto in = prior_->prepare(x, {}, {}, int64_t{0});
+  return out(merge_heads(prior_->read(in.values, in)));
 }
 
 DecodeState LinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  auto s0 = ops::linear_attention_initial_state(batch, options_.heads, head_dim_, head_dim_,
-                                                qkv->weight.options());
-  DecodeState s;
-  s["kv"] = s0.kv;
-  s["k_sum"] = s0.k_sum;
-  return s;
+  return DecodeState::of(prior_->init_state(batch, head_dim_));
 }
 
 torch::Tensor LinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
-  auto p = project(qkv, x_t.unsqueeze(1), options_, state.position);
-  ops::LinearAttentionState s{state["kv"], state["k_sum"]};
-  auto read = ops::linear_attention_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), s);
-  state["kv"] = s.kv;
-  state["k_sum"] = s.k_sum;
+  const auto in = prior_->prepare(x_t.unsqueeze(1), {}, {}, state.position);
+  auto y = prior_->step(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
   state.position += 1;
-  return out(merge_heads(ops::normalised_read(read, options_.eps))).squeeze(1);
+  return out(merge_heads(y));
 }
 
 }  // namespace seqmix

@@ -61,19 +61,26 @@ torch::Tensor SelectiveSSMImpl::forward(const torch::Tensor& x) {
   return finish(s, y);
 }
 
+namespace {
+struct SsmState {
+  torch::Tensor h;     // [B,E,N] the scan's state
+  torch::Tensor conv;  // the short conv's window (conv > 0)
+};
+}  // namespace
+
 DecodeState SelectiveSSMImpl::init_state(int64_t batch) const {
-  DecodeState st;
-  st["h"] = torch::zeros({batch, inner_, options_.state}, A_log.options());
-  if (options_.conv > 0) st["conv"] = conv->initial_window(batch);
-  return st;
+  SsmState s{torch::zeros({batch, inner_, options_.state}, A_log.options()), {}};
+  if (options_.conv > 0) s.conv = conv->initial_window(batch);
+  return DecodeState::of(std::move(s));
 }
 
 torch::Tensor SelectiveSSMImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
+  auto& st = state.as<SsmState>(kind());
   auto uz = in_proj(x_t).chunk(2, -1);
-  auto u = options_.conv > 0 ? conv->step(uz[0], state["conv"]) : uz[0];
+  auto u = options_.conv > 0 ? conv->step(uz[0], st.conv) : uz[0];
   auto s = select(u, uz[1]);
-  auto y = ops::ssm_step(s.u, s.delta, -torch::exp(A_log), s.b, s.c, state["h"]);
+  auto y = ops::ssm_step(s.u, s.delta, -torch::exp(A_log), s.b, s.c, st.h);
   state.position += 1;
   return finish(s, y);
 }

@@ -248,8 +248,7 @@ const std::vector<MixerEntry>& mixer_entries() {
          return std::make_shared<SelectiveSSMImpl>(a);
        }},
       {{"fem", "Free Energy Mixer: a per-channel free-energy (log-sum-exp) read on a selection prior",
-        {OptionInfo::choice("prior", "softmax", {"softmax", "linear", "gla", "aft", "lrnn_decay", "ssm"},
-                            "selection prior p_t"),
+        {OptionInfo::choice("prior", "softmax", fem_prior_names(), "selection prior p_t"),
          OptionInfo::text("flags", "CLTG",
                           "modules: C conditioner, L log-sum-exp read, T temperature learning, G outer gate"),
          OptionInfo::integer("heads", 4, "number of heads", 1),

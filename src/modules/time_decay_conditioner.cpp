@@ -47,19 +47,15 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
   return finish(h, t.gate);
 }
 
-void TimeDecayConditionerImpl::init_state(DecodeState& state, int64_t batch) const {
-  auto s0 = ops::linear_attention_initial_state(batch, hidden_, 1, 1, output.options());
-  state["tdc.kv"] = s0.kv;
-  state["tdc.k_sum"] = s0.k_sum;
+ops::LinearAttentionState TimeDecayConditionerImpl::init_state(int64_t batch) const {
+  return ops::linear_attention_initial_state(batch, hidden_, 1, 1, output.options());
 }
 
-torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, DecodeState& state, const torch::Tensor& mask_t) {
+torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, ops::LinearAttentionState& state,
+                                             const torch::Tensor& mask_t) {
   auto t = terms(x_t, mask_t);  // a padded token neither decays nor feeds the state
   auto ones = torch::ones({x_t.size(0), hidden_, 1}, x_t.options());
-  ops::LinearAttentionState s{state["tdc.kv"], state["tdc.k_sum"]};
-  auto h = ops::gla_step(ones, ones, t.u.unsqueeze(-1), t.log_decay, s).numerator.squeeze(1).squeeze(-1);
-  state["tdc.kv"] = s.kv;
-  state["tdc.k_sum"] = s.k_sum;
+  auto h = ops::gla_step(ones, ones, t.u.unsqueeze(-1), t.log_decay, state).numerator.squeeze(1).squeeze(-1);
   return finish(h, t.gate);
 }
 

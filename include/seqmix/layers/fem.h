@@ -18,13 +18,13 @@
 
 namespace seqmix {
 
-class FemPriorImpl;
+class PriorImpl;
 
 struct FemOptions {
   ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
-  std::string prior = "softmax";  // softmax | linear | gla | aft | lrnn_decay | ssm
+  std::string prior = "softmax";  // a selection prior of src/layers/priors (softmax, linear, gla, aft, ...)
   bool conditioner = true, lse = true, temperature = true, gate = true;  // flags C, L, T, G
   std::string budget = "i";       // i: d = D/2, r = 4;  ii: d = 2D/3, r = 2
   int64_t value_dim = 0;          // d (all heads); 0 = from the budget
@@ -41,6 +41,9 @@ struct FemOptions {
   bool causal = true;
   bool raw_values = false;  // values are the inputs (d = D) and the read is the output: no W_v, no W_o
 };
+
+// The priors FEM reads through (src/layers/priors): softmax, linear, gla, aft, lrnn_decay, ssm, ...
+std::vector<std::string> fem_prior_names();
 
 // Parses "CLTG"-style flags into the four switches; throws Error on unknown letters or T without L.
 void parse_fem_flags(const std::string& flags, FemOptions& options);
@@ -66,7 +69,7 @@ class FemImpl : public MixerImpl {
   torch::Tensor beta() const;
   torch::nn::Linear value{nullptr}, output{nullptr}, lambda_proj{nullptr}, gate_proj{nullptr};
   torch::Tensor beta_param;
-  std::shared_ptr<FemPriorImpl> prior;
+  std::shared_ptr<PriorImpl> prior;  // its parameters are prior.*
   TimeDecayConditioner conditioner{nullptr};
 
  private:

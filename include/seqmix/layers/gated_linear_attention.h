@@ -11,6 +11,9 @@
 
 namespace seqmix {
 
+class PriorImpl;
+
+// value projection -> the gla prior's read (src/layers/priors/gla.cpp) -> output projection.
 struct GatedLinearAttentionOptions {
   ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
@@ -31,14 +34,10 @@ class GatedLinearAttentionImpl : public MixerImpl {
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
 
-  torch::nn::Linear qkv{nullptr}, decay{nullptr}, out{nullptr};
+  torch::nn::Linear out{nullptr};
 
  private:
-  struct Projected {
-    torch::Tensor q, k, v, log_decay;  // [B,T,H,d] x3, [B,T,H]
-  };
-  Projected project(const torch::Tensor& x, int64_t offset);
-  torch::Tensor read_out(const torch::Tensor& numerator, const torch::Tensor& normaliser);
+  std::shared_ptr<PriorImpl> prior_;  // the gla prior; its qkv and decay Linears are registered here
   GatedLinearAttentionOptions options_;
   int64_t head_dim_;
 };

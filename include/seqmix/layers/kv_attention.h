@@ -1,11 +1,14 @@
 #pragma once
-// Multi-head attention that reads a key/value cache: the shared machinery of the softmax and ReLU
-// attention mixers (QKV projection, optional RoPE, KV-cache decode, output projection).
+// Multi-head attention that reads a key/value cache: the softmax, ReLU and LightMHA2nd1st mixers. Value
+// projection -> the softmax prior's key-value machinery (src/layers/priors/softmax.cpp: q/k projection, RoPE, the
+// cache) read through the mixer's attend -> output projection.
 #include <torch/nn/modules/linear.h>
 
 #include "seqmix/layers/mixer.h"
 
 namespace seqmix {
+
+class PriorImpl;
 
 struct KVAttentionOptions {
   int64_t dim = 128;
@@ -27,7 +30,7 @@ class KVAttentionImpl : public MixerImpl {
   torch::Tensor prefill(const torch::Tensor& x, DecodeState& state) override;
 
   const KVAttentionOptions& options() const { return options_; }
-  torch::nn::Linear qkv{nullptr}, out{nullptr};  // qkv projects q and k only with raw_values; out is null then
+  torch::nn::Linear out{nullptr};  // null with raw_values (the prior's qkv projects q and k only then)
 
  protected:
   // q [B,T,H,d], k and v [B,S,H,d], queries are the last T of S positions.
@@ -35,11 +38,8 @@ class KVAttentionImpl : public MixerImpl {
                                bool causal) = 0;
 
  private:
-  struct QKV {
-    torch::Tensor q, k, v;  // [B,T,H,d] each, RoPE applied
-  };
-  QKV project(const torch::Tensor& x, int64_t offset);
   torch::Tensor output(const torch::Tensor& read);
+  std::shared_ptr<PriorImpl> prior_;
   KVAttentionOptions options_;
   int64_t head_dim_;
 };

@@ -8,6 +8,9 @@
 
 namespace seqmix {
 
+class PriorImpl;
+
+// value projection -> the linear prior's read (src/layers/priors/linear.cpp) -> output projection.
 struct LinearAttentionOptions {
   ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
   int64_t dim = 128;
@@ -27,9 +30,10 @@ class LinearAttentionImpl : public MixerImpl {
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
 
-  torch::nn::Linear qkv{nullptr}, out{nullptr};
+  torch::nn::Linear out{nullptr};
 
  private:
+  std::shared_ptr<PriorImpl> prior_;  // the linear prior; its qkv Linear is registered here
   LinearAttentionOptions options_;
   int64_t head_dim_;
 };

@@ -9,7 +9,7 @@
 #include "seqmix/ops/impl.h"
 #include <torch/nn/modules/linear.h>
 
-#include "seqmix/modules/decode_state.h"
+#include "seqmix/ops/linear_attention.h"
 #include "seqmix/modules/norm.h"
 
 namespace seqmix {
@@ -20,10 +20,10 @@ class TimeDecayConditionerImpl : public torch::nn::Module {
   TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width, ops::Impl impl = ops::Impl::fused);
   // x [B,T,D], mask [B,T] bool or undefined -> c [B,T,D_c]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {});
-  // Decode: x_t [B,D] -> c_t [B,D_c]; the state holds h~ under the key "tdc".
-  void init_state(DecodeState& state, int64_t batch) const;
+  // Decode: x_t [B,D] -> c_t [B,D_c] through the scan's state h~ (GLA's layout, unit features).
+  ops::LinearAttentionState init_state(int64_t batch) const;
   // mask_t [B] bool (true = real token) or undefined.
-  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state, const torch::Tensor& mask_t = {});
+  torch::Tensor step(const torch::Tensor& x_t, ops::LinearAttentionState& state, const torch::Tensor& mask_t = {});
 
   int64_t hidden() const { return hidden_; }
   std::shared_ptr<LayerNormImpl> input_norm, hidden_norm;

@@ -161,17 +161,22 @@ torch::Tensor EnergyMixerImpl::forward(const torch::Tensor& x) {
   return update(x, x);
 }
 
+namespace {
+struct ContextTokens {
+  torch::Tensor h;  // [B,S,D]: the context tokens so far
+};
+}  // namespace
+
 DecodeState EnergyMixerImpl::init_state(int64_t batch) const {
-  DecodeState s;
-  s["h"] = torch::zeros({batch, 0, options_.dim}, w1->weight.options());  // the context tokens so far
-  return s;
+  return DecodeState::of(ContextTokens{torch::zeros({batch, 0, options_.dim}, w1->weight.options())});
 }
 
 torch::Tensor EnergyMixerImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   check_input(x);
-  state["h"] = torch::cat({state["h"], x}, 1);
+  auto& context = state.as<ContextTokens>(kind());
+  context.h = torch::cat({context.h, x}, 1);
   state.position += x.size(1);
-  return update(x, state["h"]);
+  return update(x, context.h);
 }
 
 torch::Tensor EnergyMixerImpl::step(const torch::Tensor& x_t, DecodeState& state) {

@@ -78,21 +78,26 @@ torch::Tensor Mha2nd1stImpl::forward(const torch::Tensor& x) {
   return read(q, k, is_causal(), 0);
 }
 
+namespace {
+struct KeyCache {
+  torch::Tensor k;  // [B,S,H,d]: MHA2nd1st reads the keys only
+};
+}  // namespace
+
 DecodeState Mha2nd1stImpl::init_state(int64_t batch) const {
   check_decodable();
-  DecodeState s;
-  s["k"] = torch::zeros({batch, 0, options_.heads, head_dim_}, qk->weight.options());
-  return s;
+  return DecodeState::of(KeyCache{torch::zeros({batch, 0, options_.heads, head_dim_}, qk->weight.options())});
 }
 
 torch::Tensor Mha2nd1stImpl::prefill(const torch::Tensor& x, DecodeState& state) {
   check_input(x);
   check_decodable();
   const int64_t offset = state.position;
+  auto& cache = state.as<KeyCache>(kind());
   auto [q, k] = project(x, offset);
-  state["k"] = torch::cat({state["k"], k}, 1);
+  cache.k = torch::cat({cache.k, k}, 1);
   state.position += x.size(1);
-  return read(q, state["k"], /*causal=*/true, offset);
+  return read(q, cache.k, /*causal=*/true, offset);
 }
 
 torch::Tensor Mha2nd1stImpl::step(const torch::Tensor& x_t, DecodeState& state) {

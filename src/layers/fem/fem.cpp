@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "fem_prior.h"
+#include "../priors/prior.h"
 #include "seqmix/io/error.h"
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
@@ -25,7 +25,17 @@ int64_t round_to_multiple(double x, int64_t unit) {
 // Start of the conditioner's running max before any token: exp(start - u) is exactly 0 for any real u.
 constexpr double kRunningMaxStart = -1e30;
 
+// FEM's decode state: the conditioner's scan, the prior's own state, and the read's bookkeeping.
+struct FemState {
+  ops::LinearAttentionState conditioner;  // with flag C
+  std::any prior;
+  torch::Tensor count;  // [B] real tokens seen per row (RoPE positions)
+  torch::Tensor max;    // [B,H,dv] running max of beta v per channel (cap = 0)
+};
+
 }  // namespace
+
+std::vector<std::string> fem_prior_names() { return prior_names(); }
 
 void parse_fem_flags(const std::string& flags, FemOptions& o) {
   o.conditioner = o.lse = o.temperature = o.gate = false;
@@ -80,7 +90,8 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (widths_.value % o.heads != 0) throw Error("mixer fem: value width " + std::to_string(widths_.value) +
                                                 " is not divisible by heads=" + std::to_string(o.heads));
   head_dim_ = widths_.value / o.heads;
-  const bool has_qk = fem_prior_has_qk(o.prior);
+  const PriorDeclaration& declared = prior_declaration(o.prior);
+  const bool has_qk = declared.has_query_key;
   if (has_qk && widths_.qk % o.heads != 0)
     throw Error("mixer fem: query/key width " + std::to_string(widths_.qk) + " is not divisible by heads=" +
                 std::to_string(o.heads));
@@ -88,9 +99,20 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (rope && !has_qk) throw Error("mixer fem: prior " + o.prior + " has no queries or keys for rope=1");
   if (rope && (widths_.qk / o.heads) % 2 != 0) throw Error("mixer fem: rope=1 needs an even query/key head width");
 
-  FemPriorConfig pc{o.dim, o.heads, head_dim_, has_qk ? widths_.qk / o.heads : 0, rope, o.rope_theta,
-                    o.gate_normalizer, o.eps, o.ssm_state, o.bias, o.causal, o.impl};
-  prior = register_module("prior", make_fem_prior(o.prior, pc));
+  PriorConfig pc;
+  pc.dim = o.dim;
+  pc.heads = o.heads;
+  pc.value_head_dim = head_dim_;
+  pc.qk_head_dim = has_qk ? widths_.qk / o.heads : 0;
+  pc.rope = rope;
+  pc.rope_theta = o.rope_theta;
+  pc.gate_normalizer = o.gate_normalizer;
+  pc.eps = o.eps;
+  pc.ssm_state = o.ssm_state;
+  pc.bias = o.bias;
+  pc.causal = o.causal;
+  pc.impl = o.impl;
+  prior = register_module("prior", declared.make(pc, *this));
   if (!o.causal && !prior->supports_bidirectional())
     throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
 
@@ -139,7 +161,7 @@ FemImpl::Projected FemImpl::project(const torch::Tensor& x, const torch::Tensor&
   auto v = modulated(value ? value(x) : x, mod_v);
   if (mask.defined()) v = v * mask.unsqueeze(-1).to(v.scalar_type());
   p.v = split_heads(v, H);
-  p.prior = prior->prepare(x, mod_prior, mask, positions);
+  p.prior = prior->prepare(x, mod_prior, mask, Positions(positions));
   if (options_.temperature) p.lambda = split_heads(torch::sigmoid(modulated(lambda_proj(x), mod_lambda)), H);
   if (options_.gate) {
     auto a = split_heads(torch::softplus(modulated(gate_proj(x), mod_gate)), H);
@@ -209,13 +231,13 @@ torch::Tensor FemImpl::forward_masked(const torch::Tensor& x, const torch::Tenso
 
 DecodeState FemImpl::init_state(int64_t batch) const {
   check_decodable();
-  DecodeState s;
-  if (options_.conditioner) conditioner->init_state(s, batch);
-  prior->init_state(s, batch, options_.lse ? 2 * head_dim_ : head_dim_);
-  s["fem.count"] = torch::zeros({batch}, torch::kLong);  // real tokens seen per row (RoPE positions)
+  FemState s;
+  if (options_.conditioner) s.conditioner = conditioner->init_state(batch);
+  s.prior = prior->init_state(batch, options_.lse ? 2 * head_dim_ : head_dim_);
+  s.count = torch::zeros({batch}, torch::kLong);
   if (options_.lse && options_.cap == 0)
-    s["fem.max"] = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart, prior->parameters().front().options());
-  return s;
+    s.max = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart, prior->parameters().front().options());
+  return DecodeState::of(std::move(s));
 }
 
 torch::Tensor FemImpl::step(const torch::Tensor& x_t, DecodeState& state) {
@@ -226,14 +248,16 @@ torch::Tensor FemImpl::step(const torch::Tensor& x_t, DecodeState& state) {
 torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor& mask_t, DecodeState& state) {
   const auto x = x_t.unsqueeze(1);
   const auto mask = mask_t.defined() ? mask_t.unsqueeze(1) : torch::Tensor();
-  const auto modulation = options_.conditioner ? conditioner->step(x_t, state, mask_t).unsqueeze(1) : torch::Tensor();
-  auto& count = state["fem.count"];
+  auto& fem = state.as<FemState>("fem");
+  const auto modulation =
+      options_.conditioner ? conditioner->step(x_t, fem.conditioner, mask_t).unsqueeze(1) : torch::Tensor();
+  auto& count = fem.count;
   Projected p = project(x, mask, count.unsqueeze(1), modulation);
   count = count + (mask_t.defined() ? mask_t.to(torch::kLong) : torch::ones_like(count));
   const auto v = p.v.squeeze(1);  // [B,H,dv]
   torch::Tensor y;
   if (!options_.lse) {
-    y = combine(prior->step(v, p.prior, state).unsqueeze(1), {}, p);
+    y = combine(prior->step(v, p.prior, fem.prior).unsqueeze(1), {}, p);
   } else {
     const auto b = beta();
     const auto scaled = ops::fem_scale_values(v.flatten(1), b, options_.cap);
@@ -243,16 +267,16 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
       shift = torch::scalar_tensor(options_.cap, values.scaled.options());
     } else {
       // Running max per channel; the state's exp-branch is rescaled to it, so the shift stays exact.
-      const auto old_max = state["fem.max"];
+      const auto old_max = fem.max;
       auto new_max = torch::maximum(old_max, values.scaled.detach());
       if (mask_t.defined()) new_max = torch::where(mask_t.view({-1, 1, 1}), new_max, old_max);
-      prior->rescale(state, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
-      state["fem.max"] = new_max;
+      prior->rescale(fem.prior, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
+      fem.max = new_max;
       shift = new_max;
       if (mask_t.defined()) support = mask_t.view({-1, 1, 1});
     }
     const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, v.scalar_type(),
-                                             [&](const torch::Tensor& w) { return prior->step(w, p.prior, state); });
+                                             [&](const torch::Tensor& w) { return prior->step(w, p.prior, fem.prior); });
     y = combine(r.mean.unsqueeze(1), r.free_energy.unsqueeze(1), p);
   }
   state.position += 1;

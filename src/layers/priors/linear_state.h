@@ -1,0 +1,33 @@
+#pragma once
+// The priors that read through a linear-attention state S = sum_i w_i k_i (x) v_i (linear, gla, lrnn_decay):
+// the normalised read, the decode state and its rescaling, in one place.
+#include <torch/torch.h>
+
+#include "prior.h"
+#include "seqmix/ops/linear_attention.h"
+
+namespace seqmix {
+
+class LinearStatePrior : public PriorImpl {
+ public:
+  using PriorImpl::PriorImpl;
+  std::any init_state(int64_t batch, int64_t width) const override {
+    return ops::linear_attention_initial_state(batch, config_.heads, feature_dim(), width, state_options());
+  }
+  void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) override {
+    auto& s = state_of<ops::LinearAttentionState>(state);
+    auto kv = s.kv.clone();
+    kv.narrow(-1, begin, end - begin).mul_(factor.unsqueeze(2));
+    s.kv = kv;
+  }
+
+ protected:
+  virtual int64_t feature_dim() const = 0;
+  virtual at::TensorOptions state_options() const = 0;
+  // E_p[values] = numerator / max(normaliser, floor), or the numerator alone without normalize.
+  at::Tensor finish(const ops::PriorRead& r) const {
+    return config_.normalize ? ops::normalised_read(r, config_.floor) : r.numerator;
+  }
+};
+
+}  // namespace seqmix
