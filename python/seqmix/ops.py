@@ -91,6 +91,13 @@ def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused")
     return _seqmix_ops().gla(q, k, v, log_decay, impl)
 
 
+def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive") -> Tuple[Tensor, Tensor]:
+    """The delta rule's (numerator, normaliser): S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, numerator
+    S_t^T q_t, normaliser the same read of a value of ones. q, k [B,T,H,dk] (unit norm in the layers), v [B,T,H,dv],
+    beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only."""
+    return _seqmix_ops().delta_rule(q, k, v, beta, impl)
+
+
 def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused") -> Tuple[Tensor, Tensor]:
     """AFT's (numerator, normaliser) per channel: sum_{i<=t} exp(k_i - m_t) v_i and sum_{i<=t} exp(k_i - m_t),
     m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C]."""
@@ -174,6 +181,13 @@ def gla_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, log_decay_t: Tensor, state: 
     return numerator, normaliser, (kv, k_sum)
 
 
+def delta_rule_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, beta_t: Tensor, state: Tuple[Tensor, Tensor]):
+    """One delta-rule step on linear attention's state (linear_attention_initial_state): q_t, k_t [B,H,dk],
+    v_t [B,H,dv], beta_t [B,H] -> (numerator, normaliser, state)."""
+    numerator, normaliser, kv, k_sum = _seqmix_ops().delta_rule_step(q_t, k_t, v_t, beta_t, *state)
+    return numerator, normaliser, (kv, k_sum)
+
+
 def aft_initial_state(batch: int, channels: int, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Empty AFT state: running numerator, normaliser [B,C] and key maximum [B,C] (-1e30)."""
     return _seqmix_ops().aft_initial_state(batch, channels, dtype)
@@ -235,7 +249,8 @@ __all__ = [
     "fem_scale_values", "fem_restore", "linear_attention", "gla", "aft", "ssm_scan", "normalised_read", "ela",
     "hypermlp_read", "mha2nd1st_read", "light2nd1st_read", "read_safetensors_cpp", "fem_ssm_read",
     "linear_attention_initial_state", "linear_attention_step", "gla_step", "aft_initial_state", "aft_step",
-    "ssm_initial_state", "ssm_step", "ela_initial_state", "ela_step", "op_table", "op_impls",
+    "ssm_initial_state", "ssm_step", "ela_initial_state", "ela_step", "op_table", "op_impls", "delta_rule",
+    "delta_rule_step",
 ]
 # Helpers written in Python (no operator behind them).
 PYTHON_ONLY = ["ssm_initial_state", "op_impls"]

@@ -74,6 +74,21 @@ def gla_ref(q, k, v, log_decay):
     return torch.einsum("bhts,bshd->bthd", w, v), w.sum(-1).permute(0, 2, 1)
 
 
+def delta_rule_ref(q, k, v, beta):
+    """The recurrence itself, one token at a time: S <- (I - b k k^T) S + b k v^T, z the same on a value of ones."""
+    B, T, H, dk = q.shape
+    S = q.new_zeros(B, H, dk, v.shape[-1])
+    z = q.new_zeros(B, H, dk)
+    nums, dens = [], []
+    for t in range(T):
+        k_t, b_t = k[:, t], beta[:, t, :, None]
+        S = S + (b_t * k_t)[..., None] * (v[:, t] - torch.einsum("bhk,bhkv->bhv", k_t, S))[..., None, :]
+        z = z + b_t * k_t * (1 - (k_t * z).sum(-1, keepdim=True))
+        nums.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+        dens.append((q[:, t] * z).sum(-1))
+    return torch.stack(nums, 1), torch.stack(dens, 1)
+
+
 def aft_ref(k, v, mask=None):
     """Returns numerator, normaliser relative to the causal running max of the real keys."""
     T = k.shape[1]
@@ -383,18 +398,22 @@ class DecodeSteps(unittest.TestCase):
         B, T, H, dk, dv = 2, 6, 2, 3, 4
         q, k, v = (torch.randn(B, T, H, d, dtype=D) for d in (dk, dk, dv))
         a = -torch.rand(B, T, H, dtype=D)
-        for name in ("linear_attention", "gla"):
+        beta = torch.sigmoid(torch.randn(B, T, H, dtype=D))
+        for name in ("linear_attention", "gla", "delta_rule"):
             state = seqmix.linear_attention_initial_state(B, H, dk, dv, torch.float64)
             self.assertEqual(state[0].shape, (B, H, dk, dv))
             nums, dens = [], []
             for t in range(T):
                 if name == "gla":
                     n, d, state = seqmix.gla_step(q[:, t], k[:, t], v[:, t], a[:, t], state)
+                elif name == "delta_rule":
+                    n, d, state = seqmix.delta_rule_step(q[:, t], k[:, t], v[:, t], beta[:, t], state)
                 else:
                     n, d, state = seqmix.linear_attention_step(q[:, t], k[:, t], v[:, t], state)
                 nums.append(n)
                 dens.append(d)
-            full = seqmix.gla(q, k, v, a) if name == "gla" else seqmix.linear_attention(q, k, v)
+            full = (seqmix.gla(q, k, v, a) if name == "gla" else
+                    seqmix.delta_rule(q, k, v, beta) if name == "delta_rule" else seqmix.linear_attention(q, k, v))
             with self.subTest(name=name):
                 torch.testing.assert_close(torch.cat(nums, 1), full[0], atol=1e-12, rtol=1e-10)
                 torch.testing.assert_close(torch.cat(dens, 1), full[1], atol=1e-12, rtol=1e-10)
@@ -447,6 +466,14 @@ class LinearScans(OpCase):
         for impl in op_impls("gla"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, a: seqmix.gla(q, k, v, a, impl), gla_ref, (q, k, v, a))
+
+    def test_delta_rule(self):
+        unit = lambda x: (x / x.norm(dim=-1, keepdim=True)).detach().requires_grad_()
+        q, k, v = unit(randn(2, 7, 2, 3)), unit(randn(2, 7, 2, 3)), randn(2, 7, 2, 2)
+        beta = torch.sigmoid(torch.randn(2, 7, 2, dtype=D)).requires_grad_()
+        for impl in op_impls("delta_rule"):
+            with self.subTest(impl=impl):
+                self.check(lambda q, k, v, b: seqmix.delta_rule(q, k, v, b, impl), delta_rule_ref, (q, k, v, beta))
 
     def test_aft(self):
         k, v = randn(2, 6, 3, scale=2.0), randn(2, 6, 3)

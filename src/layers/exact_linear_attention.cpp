@@ -1,5 +1,7 @@
 #include "seqmix/layers/exact_linear_attention.h"
 
+#include "seqmix/layers/mixer_spec.h"
+
 #include <torch/torch.h>
 
 #include "seqmix/io/error.h"
@@ -79,6 +81,43 @@ torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeSta
   auto y = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), kernel, s, options_.eps);
   state.position += 1;
   return finish(y.unsqueeze(1)).squeeze(1);
+}
+
+namespace {
+void place_ela(const MixerContext& context, ExactLinearAttentionOptions& o) { o.dim = context.dim; }
+Mixer make_ela(const ExactLinearAttentionOptions& o) { return std::make_shared<ExactLinearAttentionImpl>(o); }
+
+// The ELA kernels with their feature maps, for `seqmix list`.
+std::vector<std::string> ela_notes() {
+  std::vector<std::string> notes{"kernels:"};
+  for (const auto& name : ops::exact_kernel_names()) notes.push_back("  " + name + ": " + ops::exact_kernel(name).description);
+  return notes;
+}
+}  // namespace
+
+const MixerDeclaration& ela_mixer_declaration() {
+  using O = ExactLinearAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "ela",
+          .meaning = "Exact Linear Attention: row-normalised attention under an exactly decomposable kernel, O(T)",
+          .fields = {Field<O>::integer("heads", &O::heads, "number of heads (must divide the width)", 1),
+                     Field<O>::text("kernel", &O::kernel,
+                                    "hadamard_exp, sum_sq_euclidean, sub_sq_euclidean, direction_magnitude, or a "
+                                    "registered one"),
+                     Field<O>::flag("rope", &O::rope, "rotary position embedding on q and k"),
+                     Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),
+                     Field<O>::real("scale", &O::scale, "q and k are multiplied by it before the kernel", 1e-12),
+                     Field<O>::flag("bias", &O::bias, "biases in the projections"),
+                     Field<O>::flag("out", &O::output, "output projection"),
+                     Field<O>::real("eps", &O::eps, "row-sum floor", 0.0),
+                     Field<O>::flag("causal", &O::causal, "causal (prefix sums) or bidirectional (one accumulation)"),
+                     Field<O>::impl(&O::impl, ops::kElaImpls, "fused kernel or its naive (materialised) twin")},
+          .place = place_ela,
+          .make = make_ela,
+          .notes = ela_notes()}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -1,5 +1,8 @@
 #include "seqmix/layers/gated_linear_attention.h"
 
+#include "seqmix/layers/mixer_spec.h"
+#include "seqmix/ops/gla.h"
+
 #include <torch/torch.h>
 
 #include "priors/prior.h"
@@ -58,6 +61,36 @@ torch::Tensor GatedLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeSta
   auto y = prior_->step(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
   state.position += 1;
   return out(merge_heads(y));
+}
+
+namespace {
+void place_gla(const MixerContext& context, GatedLinearAttentionOptions& o) { o.dim = context.dim; }
+Mixer make_gla(const GatedLinearAttentionOptions& o) { return std::make_shared<GatedLinearAttentionImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& gla_mixer_declaration() {
+  using O = GatedLinearAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "gla",
+          .meaning = "gated linear attention with a data-dependent decay per head (causal)",
+          .fields = {Field<O>::integer("heads", &O::heads, "number of heads (must divide the width)", 1),
+                     Field<O>::choice("feature", &O::feature,
+                                      {{"relu", FeatureMap::Relu}, {"elu", FeatureMap::Elu},
+                                       {"identity", FeatureMap::Identity}},
+                                      "feature map on q and k (identity only with normalize=0)"),
+                     Field<O>::flag("normalize", &O::normalize, "divide by the decayed normaliser (a decayed average)"),
+                     Field<O>::real("gate_normalizer", &O::gate_normalizer, "divides the log decay logsigmoid(w.x+b)",
+                                    1e-6),
+                     Field<O>::real("eps", &O::eps, "feature offset and normaliser floor", 0.0),
+                     Field<O>::flag("rope", &O::rope, "rotary position embedding on q and k"),
+                     Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),
+                     Field<O>::flag("bias", &O::bias, "biases in the q/k/v and output projections"),
+                     Field<O>::impl(&O::impl, ops::kGlaImpls, "fused kernel or its naive (materialised) twin")},
+          .place = place_gla,
+          .make = make_gla}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -1,5 +1,7 @@
 #include "seqmix/layers/hypermlp.h"
 
+#include "seqmix/layers/mixer_spec.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -146,6 +148,111 @@ torch::Tensor HyperMlpImpl::prefill(const torch::Tensor& x, DecodeState& state) 
 torch::Tensor HyperMlpImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
   return prefill(x_t.unsqueeze(1), state).squeeze(1);
+}
+
+// hypermlp (bases S, R) and hyperglu (base G): one layer, any Table 1 label.
+namespace {
+
+// HyperGLU's options: HyperMLP's with a G label.
+struct HyperGluOptions : HyperMlpOptions {
+  HyperGluOptions() { variant = HyperVariant::parse("G-cg-q-12o"); }
+};
+
+std::vector<std::string> hyper_notes(bool glu) {
+  std::vector<std::string> notes = {"Table 1 labels (variant=...):"};
+  std::string line;
+  for (const auto& [label, title] : hyper_table1_labels()) {
+    if ((label[0] == 'G') != glu) continue;
+    const std::string item = title.empty() ? label : label + " (" + title + ")";
+    if (line.size() + item.size() > 90) notes.push_back("  " + line), line.clear();
+    line += (line.empty() ? "" : ", ") + item;
+  }
+  notes.push_back("  " + line);
+  notes.push_back("Grammar: Base[-Feat][-Rank][-Mix][!]; Feat from p (RoPE), c (KV conv), g (gates); Rank q|v "
+                  "(matched budget); Mix 1|2|12 (+o lag layout); ! no compression.");
+  return notes;
+}
+
+template <class O>
+std::vector<Field<O>> hyper_fields(const std::string& name) {
+  const std::string label = O{}.variant.label;
+  return {Field<O>::custom(OptionInfo::text("variant", label, "variant label, e.g. " + label + " (listed below)"),
+                           [name](const Options& o, O& out) {
+                             try {
+                               out.variant = HyperVariant::parse(o.text("variant"));
+                             } catch (const Error& e) {
+                               throw Error("mixer " + name + ": " + e.what());
+                             }
+                           }),
+          Field<O>::integer("heads", &O::heads, "value heads (the paper fixes 2; G has 2 score heads per value head)", 1),
+          Field<O>::integer("mix_rank", &O::mix_rank, "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12)", 1),
+          Field<O>::integer("max_len", &O::max_len, "positions the mixing parameters cover (0 = the model's length)", 0),
+          Field<O>::integer("qk_rank", &O::qk_rank, "total QK rank by hand (0 = from the label; '!' labels only)", 0),
+          Field<O>::integer("vo_rank", &O::vo_rank, "total VO rank by hand (0 = from the label; '!' labels only)", 0),
+          Field<O>::integer("block", &O::block, "query rows per block of the blocked read (0 = one block)", 0),
+          Field<O>::real("rope_theta", &O::rope_theta, "RoPE base (labels with p)", 1.0),
+          Field<O>::real("eps", &O::eps, "under the square root of the score-row norm (R, G)", 0.0),
+          Field<O>::flag("bias", &O::bias, "biases on W_q, W_k, W_v, W_o (gates and controls always have them)"),
+          Field<O>::choice("path", &O::dense, {{"blocked", false}, {"dense", true}},
+                           "blocked read (row blocks, no t x t mixer) or its dense naive twin (O(T^3))")};
+}
+
+// The label's base must be the mixer's, and a value other than the default that the label would ignore is an
+// error. (Not `was_given`: a resolved spec, as a run's config.yaml holds it, spells every option out.)
+void check_hyper(const std::string& name, bool glu, const HyperMlpOptions& h) {
+  const HyperMlpOptions defaults;
+  const HyperVariant& v = h.variant;
+  if ((v.base == 'G') != glu)
+    throw Error("mixer " + name + ": variant " + v.label + " has base " + v.base + "; " +
+                (glu ? "hyperglu takes G labels (use hypermlp for S and R)" : "hypermlp takes S and R labels (use hyperglu for G)"));
+  if (h.rope_theta != defaults.rope_theta && !v.rope)
+    throw Error("mixer " + name + ": rope_theta applies only to labels with p (RoPE); variant " + v.label + " has none");
+  if (h.mix_rank != defaults.mix_rank && !v.mixes())
+    throw Error("mixer " + name + ": mix_rank applies only to labels with temporal mixing (1, 2, 12); variant " +
+                v.label + " has none");
+  if (h.max_len != defaults.max_len && !v.mixes())
+    throw Error("mixer " + name + ": max_len applies only to labels with temporal mixing (1, 2, 12); variant " +
+                v.label + " has none");
+  if (h.block != defaults.block && h.dense) throw Error("mixer " + name + ": block applies to path=blocked only");
+}
+
+// The mixing parameters cover max_len positions, the model's length unless given.
+template <class O>
+void place_hyper(const MixerContext& context, O& o) {
+  o.dim = context.dim;
+  if (o.max_len <= 0) o.max_len = context.max_len;
+}
+
+}  // namespace
+
+const MixerDeclaration& hypermlp_mixer_declaration() {
+  using O = HyperMlpOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "hypermlp",
+          .meaning = "HyperMLP: attention as a dynamic 2-layer MLP with DPLR sequence mixing (S and R labels)",
+          .fields = hyper_fields<O>("hypermlp"),
+          .place = place_hyper<O>,
+          .make = [](const O& o) -> Mixer { return std::make_shared<HyperMlpImpl>("hypermlp", o); },
+          .check = [](const O& o) { check_hyper("hypermlp", false, o); },
+          .notes = hyper_notes(false)}
+          .erase();
+  return declaration;
+}
+
+const MixerDeclaration& hyperglu_mixer_declaration() {
+  using O = HyperGluOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "hyperglu",
+          .meaning = "HyperGLU: HyperMLP with Softplus(scale) * ReLU(L2Norm(gate)) (G labels)",
+          .fields = hyper_fields<O>("hyperglu"),
+          .place = place_hyper<O>,
+          .make = [](const O& o) -> Mixer { return std::make_shared<HyperMlpImpl>("hyperglu", o); },
+          .check = [](const O& o) { check_hyper("hyperglu", true, o); },
+          .notes = hyper_notes(true)}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

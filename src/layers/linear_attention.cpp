@@ -1,5 +1,8 @@
 #include "seqmix/layers/linear_attention.h"
 
+#include "seqmix/layers/mixer_spec.h"
+#include "seqmix/ops/linear_attention.h"
+
 #include <torch/torch.h>
 
 #include "priors/prior.h"
@@ -57,6 +60,33 @@ torch::Tensor LinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& s
   auto y = prior_->step(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
   state.position += 1;
   return out(merge_heads(y));
+}
+
+namespace {
+void place_linear(const MixerContext& context, LinearAttentionOptions& o) { o.dim = context.dim; }
+Mixer make_linear(const LinearAttentionOptions& o) { return std::make_shared<LinearAttentionImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& linear_mixer_declaration() {
+  using O = LinearAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "linear",
+          .meaning = "normalised linear attention with a positive feature map",
+          .fields = {Field<O>::integer("heads", &O::heads, "number of heads (must divide the width)", 1),
+                     Field<O>::choice("feature", &O::feature, {{"relu", FeatureMap::Relu}, {"elu", FeatureMap::Elu}},
+                                      "feature map: ReLU(x)+eps or ELU(x)+1"),
+                     Field<O>::real("eps", &O::eps, "feature offset and normaliser floor", 0.0),
+                     Field<O>::flag("rope", &O::rope, "rotary position embedding on q and k before the feature map"),
+                     Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),
+                     Field<O>::flag("bias", &O::bias, "biases in the projections"),
+                     Field<O>::flag("causal", &O::causal, "causal (decoder) or bidirectional (encoder)"),
+                     Field<O>::impl(&O::impl, ops::kLinearAttentionImpls,
+                                    "fused kernel or its naive (materialised) twin")},
+          .place = place_linear,
+          .make = make_linear}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

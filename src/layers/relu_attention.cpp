@@ -1,5 +1,7 @@
 #include "seqmix/layers/relu_attention.h"
 
+#include "kv_attention_fields.h"
+
 #include <torch/torch.h>
 
 #include "seqmix/ops/attention.h"
@@ -12,6 +14,25 @@ ReluAttentionImpl::ReluAttentionImpl(const ReluAttentionOptions& options)
 torch::Tensor ReluAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, bool causal) {
   return ops::relu_attention_naive(q, k, v, causal, eps_);
+}
+
+namespace {
+Mixer make_relu(const ReluAttentionOptions& o) { return std::make_shared<ReluAttentionImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& relu_mixer_declaration() {
+  using O = ReluAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "relu",
+          .meaning = "ReLU attention: ReLU(L2Norm(q K^T)) V per head (HyperMLP's R)",
+          .fields = kv_attention_fields<O>(
+              {Field<O>::real("eps", &O::eps, "added under the square root of the score-row norm", 0.0)}),
+          .place = place_kv_attention<O>,
+          .make = make_relu,
+          .reads_raw_values = true}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

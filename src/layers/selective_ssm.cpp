@@ -1,5 +1,7 @@
 #include "seqmix/layers/selective_ssm.h"
 
+#include "seqmix/layers/mixer_spec.h"
+
 #include <cmath>
 
 #include <torch/torch.h>
@@ -83,6 +85,30 @@ torch::Tensor SelectiveSSMImpl::step(const torch::Tensor& x_t, DecodeState& stat
   auto y = ops::ssm_step(s.u, s.delta, -torch::exp(A_log), s.b, s.c, st.h);
   state.position += 1;
   return finish(s, y);
+}
+
+namespace {
+void place_ssm(const MixerContext& context, SelectiveSSMOptions& o) { o.dim = context.dim; }
+Mixer make_ssm(const SelectiveSSMOptions& o) { return std::make_shared<SelectiveSSMImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& ssm_mixer_declaration() {
+  using O = SelectiveSSMOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "ssm",
+          .meaning = "diagonal selective SSM, Mamba-style, with a positive impulse response (causal)",
+          .fields = {Field<O>::integer("expand", &O::expand, "inner channels = expand * width", 1, 16),
+                     Field<O>::integer("state", &O::state, "state size per channel", 1),
+                     Field<O>::integer("conv", &O::conv, "kernel of the short causal conv (0 = none)", 0, 64),
+                     Field<O>::integer("dt_rank", &O::dt_rank, "rank of the step-size projection (0 = ceil(width/16))", 0),
+                     Field<O>::real("dt_min", &O::dt_min, "smallest initial step size", 1e-8),
+                     Field<O>::real("dt_max", &O::dt_max, "largest initial step size", 1e-8),
+                     Field<O>::impl(&O::impl, ops::kSsmScanImpls, "fused kernel or its naive (materialised) twin")},
+          .place = place_ssm,
+          .make = make_ssm}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -1,5 +1,7 @@
 #include "seqmix/layers/softmax_attention.h"
 
+#include "kv_attention_fields.h"
+
 #include <cmath>
 
 #include <torch/torch.h>
@@ -17,6 +19,27 @@ SoftmaxAttentionImpl::SoftmaxAttentionImpl(const SoftmaxAttentionOptions& option
 torch::Tensor SoftmaxAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, bool causal) {
   return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_);
+}
+
+namespace {
+Mixer make_softmax(const SoftmaxAttentionOptions& o) { return std::make_shared<SoftmaxAttentionImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& softmax_mixer_declaration() {
+  using O = SoftmaxAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "softmax",
+          .meaning = "multi-head softmax attention (the S baseline)",
+          .fields = kv_attention_fields<O>(
+              {Field<O>::real("scale", &O::scale, "score scale; 0 means 1/sqrt(head width)", 0.0),
+               Field<O>::impl(&O::impl, ops::kSoftmaxAttentionImpls,
+                              "fused kernel, its naive (materialised) twin, or torch's scaled_dot_product_attention")}),
+          .place = place_kv_attention<O>,
+          .make = make_softmax,
+          .reads_raw_values = true}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

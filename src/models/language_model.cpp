@@ -43,7 +43,7 @@ void apply_model_spec(const std::string& spec, LanguageModelOptions& o) {
 }
 
 BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
-  const std::string& spec = o.mixers[static_cast<size_t>(layer) % o.mixers.size()];
+  const MixerSpec& spec = o.mixers[static_cast<size_t>(layer) % o.mixers.size()];
   mixer_norm = register_module("mixer_norm", make_norm(o.norm, o.dim));
   mixer = register_module("mixer", build_mixer(spec, MixerContext{o.dim, o.max_len}));
   channel = build_channel_mixer(o.channel_mixer, o.dim);

@@ -82,7 +82,7 @@ BenchCase make_op_case(const std::string& op, const std::string& impl, const OpS
   return BenchCase(std::move(inputs.run), std::move(inputs.leaves));
 }
 
-BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim) {
+BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim) {
   torch::manual_seed(0);
   MixerContext context;
   context.dim = dim;
@@ -108,7 +108,7 @@ LanguageModelSetup language_model_setup(const std::string& config_path) {
   if (Spec::parse(model).name != "lm")
     throw Error(config_path + ": bench --config times model lm, not '" + Spec::parse(model).name + "'");
   setup.model_spec = component_options(model_infos(), "model", model).resolved();
-  for (const auto& m : config.list("mixer")) setup.mixers.push_back(resolve_mixer_spec(m));
+  for (const auto& m : config.list("mixer")) setup.mixers.push_back(parse_mixer_spec(m));
   return setup;
 }
 

@@ -53,8 +53,8 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   config.set("model", component_options(model_infos(), "model", run.model_spec).resolved(), "config");
   run.model_spec = config.text("model");
   if (model_takes_mixers(run.model_spec)) {
-    for (const auto& m : config.list("mixer")) run.mixers.push_back(resolve_mixer_spec(m));
-    config.set("mixer", join_list(run.mixers), "config");
+    for (const auto& m : config.list("mixer")) run.mixers.push_back(parse_mixer_spec(m));
+    config.set("mixer", join_list(resolved_texts(run.mixers)), "config");
   } else {
     // The default mixer is dropped; one the user names would do nothing, so it is an error.
     const std::vector<std::string> given = config.list("mixer");

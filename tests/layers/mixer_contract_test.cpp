@@ -24,6 +24,8 @@ std::vector<MixerCase> causal_cases() {
           {"ela:impl=naive,scale=0.5", 16}, {"ela:heads=1,rope=0,out=0", 8},
           {"gla", 16},            {"gla:normalize=0,feature=identity", 16}, {"gla:rope=1,feature=elu", 16},
           {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10},
+          {"delta", 16},          {"delta:heads=2,rope=1,bias=0", 16},
+          {"fem:prior=delta", 16}, {"fem:prior=delta,cap=0", 16}, {"fem:prior=delta,flags=C", 16},
           {"fem", 16},            {"fem:prior=linear", 16},   {"fem:prior=gla", 16},
           {"fem:prior=aft", 16},  {"fem:prior=lrnn_decay", 16}, {"fem:prior=ssm,ssm_state=3", 16},
           {"fem:cap=0", 16},      {"fem:prior=gla,cap=0", 16}, {"fem:prior=aft,flags=CL,cap=0", 16},

@@ -12,7 +12,7 @@
 namespace seqmix {
 namespace {
 
-ModelContext forecasting_context(int64_t input_len, int64_t horizon, int64_t features, std::vector<std::string> mixers) {
+ModelContext forecasting_context(int64_t input_len, int64_t horizon, int64_t features, std::vector<MixerSpec> mixers) {
   ModelContext c;
   c.input_features = features;
   c.output_features = features;

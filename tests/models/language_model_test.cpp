@@ -7,7 +7,7 @@
 namespace seqmix {
 namespace {
 
-LanguageModelOptions small(std::vector<std::string> mixers) {
+LanguageModelOptions small(std::vector<MixerSpec> mixers) {
   LanguageModelOptions o;
   o.vocab_size = 11;
   o.dim = 16;

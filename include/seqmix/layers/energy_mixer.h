@@ -61,4 +61,8 @@ class EnergyMixerImpl : public MixerImpl {
   double temperature_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& energy_mixer_declaration();
+
 }  // namespace seqmix

@@ -54,4 +54,8 @@ class ExactLinearAttentionImpl : public MixerImpl {
   int64_t head_dim_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& ela_mixer_declaration();
+
 }  // namespace seqmix

@@ -10,6 +10,7 @@
 // code differs.
 #include <torch/nn/modules/linear.h>
 
+#include <optional>
 #include <string>
 
 #include "seqmix/ops/impl.h"
@@ -21,7 +22,8 @@ namespace seqmix {
 class PriorImpl;
 
 struct FemOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
+  // fused kernels, or their naive twins; unset (auto): fused, except that cap=0 (causal) streams step by step
+  std::optional<ops::Impl> impl;
   int64_t dim = 128;
   int64_t heads = 4;
   std::string prior = "softmax";  // a selection prior of src/layers/priors (softmax, linear, gla, aft, ...)
@@ -84,5 +86,9 @@ class FemImpl : public MixerImpl {
   FemWidths widths_;
   int64_t head_dim_;
 };
+
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& fem_mixer_declaration();
 
 }  // namespace seqmix

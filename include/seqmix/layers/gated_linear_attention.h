@@ -42,4 +42,8 @@ class GatedLinearAttentionImpl : public MixerImpl {
   int64_t head_dim_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& gla_mixer_declaration();
+
 }  // namespace seqmix

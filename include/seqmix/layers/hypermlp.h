@@ -62,4 +62,9 @@ class HyperMlpImpl : public MixerImpl {
   ops::HyperReadOptions read_options_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& hypermlp_mixer_declaration();
+const MixerDeclaration& hyperglu_mixer_declaration();
+
 }  // namespace seqmix

@@ -13,7 +13,7 @@ class PriorImpl;
 struct KVAttentionOptions {
   int64_t dim = 128;
   int64_t heads = 4;
-  bool rope = false;
+  bool rope = true;
   double rope_theta = 10000.0;
   bool bias = true;
   bool causal = true;

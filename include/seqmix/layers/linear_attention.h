@@ -38,4 +38,8 @@ class LinearAttentionImpl : public MixerImpl {
   int64_t head_dim_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& linear_mixer_declaration();
+
 }  // namespace seqmix

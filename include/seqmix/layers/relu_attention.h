@@ -21,4 +21,8 @@ class ReluAttentionImpl : public KVAttentionImpl {
   double eps_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& relu_mixer_declaration();
+
 }  // namespace seqmix

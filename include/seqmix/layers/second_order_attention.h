@@ -51,4 +51,9 @@ class Mha2nd1stImpl : public MixerImpl {
   int64_t head_dim_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& mha2nd1st_mixer_declaration();
+const MixerDeclaration& light2nd1st_mixer_declaration();
+
 }  // namespace seqmix

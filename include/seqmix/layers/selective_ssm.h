@@ -43,4 +43,8 @@ class SelectiveSSMImpl : public MixerImpl {
   int64_t inner_, dt_rank_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& ssm_mixer_declaration();
+
 }  // namespace seqmix

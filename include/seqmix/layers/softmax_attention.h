@@ -24,4 +24,8 @@ class SoftmaxAttentionImpl : public KVAttentionImpl {
   ops::Impl impl_;
 };
 
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& softmax_mixer_declaration();
+
 }  // namespace seqmix

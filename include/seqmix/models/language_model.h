@@ -26,7 +26,7 @@ struct LanguageModelOptions {
   int64_t output_features = 0;  // with real inputs: outputs [B,T,O]
   int64_t dim = 128;
   int64_t layers = 2;
-  std::vector<std::string> mixers = {"softmax"};  // spec per layer, cycled over the layers
+  std::vector<MixerSpec> mixers = {"softmax"};  // spec per layer, cycled over the layers
   std::string channel_mixer = "swiglu";           // channel-mixer spec, or "none"
   std::string norm = "rms";                       // rms | layer
   std::string residual = "prenorm";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "seqmix/io/spec.h"
+#include "seqmix/layers/mixer_spec.h"
 #include "seqmix/models/sequence_model.h"
 
 namespace seqmix {
@@ -19,7 +20,7 @@ struct ModelContext {
   int64_t output_features = 0;
   int64_t seq_len = 0;
   int64_t output_len = 0;  // > 0: forecasts of output_len rows after the input (Task::output_len)
-  std::vector<std::string> mixers;
+  std::vector<MixerSpec> mixers;
 };
 
 const std::vector<ComponentInfo>& model_infos();

@@ -1,30 +1,28 @@
 #pragma once
 // The registry: sequence mixers, channel mixers and residual schemes built from spec strings such as
-// "softmax:heads=4,rope=1". Unknown names or keys are errors that list the valid ones.
+// "softmax:heads=4,rope=1". Unknown names or keys are errors that list the valid ones. The mixers are a list of
+// declarations, each beside its layer (include/seqmix/layers/mixer_spec.h).
 #include <string>
 #include <vector>
 
 #include "seqmix/io/spec.h"
 #include "seqmix/layers/mixer.h"
+#include "seqmix/layers/mixer_spec.h"
 #include "seqmix/models/residual.h"
 #include "seqmix/modules/channel_mixer.h"
 
 namespace seqmix {
 
-// What the model tells a mixer about where it sits.
-struct MixerContext {
-  int64_t dim = 128;
-  int64_t max_len = 0;  // longest sequence the model will see (0 = unknown)
-  // The probe reads the raw inputs: the value path is the identity and the read is returned without an
-  // output projection (FEM paper App. P). Mixers without such a path refuse.
-  bool raw_values = false;
-};
-
 const std::vector<ComponentInfo>& mixer_infos();
 const std::vector<ComponentInfo>& channel_mixer_infos();
 const std::vector<ComponentInfo>& residual_infos();
 
-Mixer build_mixer(const std::string& spec, const MixerContext& context);
+// Every mixer's declaration, in `seqmix list` order (each is written beside its layer).
+const std::vector<const MixerDeclaration*>& mixer_declarations();
+// Parses a mixer spec once: its options validated (unknown names and keys, types, ranges) and read into the
+// layer's Options struct, their cross-checks passed. Throws Error naming the mixer and the option at fault.
+MixerSpec parse_mixer_spec(const std::string& spec);
+Mixer build_mixer(const MixerSpec& spec, const MixerContext& context);
 // nullptr for "none".
 ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim);
 // blocks of sublayers_per_block sublayers each (2: mixer and channel mixer; 1 without channel mixers).

@@ -3,6 +3,7 @@
 // and runs forward (no autograd) or forward+backward (a fixed random upstream gradient into the leaves).
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/layers/mixer_spec.h"
 #include "seqmix/ops/op_table.h"
 
 #include <functional>
@@ -46,12 +47,12 @@ class BenchCase {
 // an unknown op or an impl the op lacks.
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape);
 // A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs.
-BenchCase make_mixer_case(const std::string& spec, int64_t batch, int64_t length, int64_t dim);
+BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim);
 
 // What `seqmix bench --config` times: the language model of a run config of the text task.
 struct LanguageModelSetup {
   std::string model_spec;           // resolved lm spec
-  std::vector<std::string> mixers;  // resolved mixer specs
+  std::vector<MixerSpec> mixers;  // parsed once, from the config
   int64_t vocab_size = 0;           // the text task's vocab_size option
   int64_t seq_len = 0;              // its seq_len: the model is built for it; benchmarks take T <= seq_len
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "seqmix/io/config.h"
+#include "seqmix/layers/mixer_spec.h"
 #include "seqmix/models/sequence_model.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/trainer.h"
@@ -20,7 +21,7 @@ struct Run {
   SequenceModel model;
   TrainConfig train;
   std::string model_spec;  // resolved: the task's default model when the config names none
-  std::vector<std::string> mixers;  // resolved specs
+  std::vector<MixerSpec> mixers;  // parsed once, from the config
 };
 
 // Builds the run a config describes. Fills in the resolved model and mixer specs in `config`, so that

@@ -1,5 +1,7 @@
 #include "seqmix/layers/energy_mixer.h"
 
+#include "seqmix/layers/mixer_spec.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -182,6 +184,48 @@ torch::Tensor EnergyMixerImpl::prefill(const torch::Tensor& x, DecodeState& stat
 torch::Tensor EnergyMixerImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
   return prefill(x_t.unsqueeze(1), state).squeeze(1);
+}
+
+namespace {
+void place_energy(const MixerContext& context, EnergyMixerOptions& o) { o.dim = context.dim; }
+Mixer make_energy(const EnergyMixerOptions& o) { return std::make_shared<EnergyMixerImpl>(o); }
+
+// An option the chosen recipe would ignore, set to another value than its default, is an error.
+void check_energy(const EnergyMixerOptions& e) {
+  const EnergyMixerOptions defaults;
+  if (e.beta != defaults.beta && e.optimizer != "momentum" && e.optimizer != "nesterov")
+    throw Error("mixer energy: beta applies to optimizer=momentum or nesterov only");
+  if (e.p != defaults.p && e.local != "lp") throw Error("mixer energy: p applies to local=lp only");
+  if (e.delta != defaults.delta && e.local != "huber") throw Error("mixer energy: delta applies to local=huber only");
+}
+}  // namespace
+
+const MixerDeclaration& energy_mixer_declaration() {
+  using O = EnergyMixerOptions;
+  using Names = std::vector<std::string>;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "energy",
+          .meaning = "the energy framework: optimiser steps on F(E(z, h_i)) by autograd, any recipe (research)",
+          .fields = {Field<O>::choice("local", &O::local, Names{"abs_inner", "neg_inner", "half_sq_distance", "lp", "huber"},
+                                      "local energy E_i(q, k_i), q = W1 z, k_i = W2 h_i"),
+                     Field<O>::choice("global", &O::global, Names{"neg_sum_squares", "gated_sum_squares", "helmholtz"},
+                                      "global energy: -T/2 sum E^2, its forgetting-gated form, -T log sum exp(-E/T)"),
+                     Field<O>::choice("optimizer", &O::optimizer, Names{"gd", "momentum", "nesterov", "newton", "newton_taylor"},
+                                      "optimiser (newton: no backward, analysis only; newton_taylor: helmholtz + "
+                                      "half_sq_distance)"),
+                     Field<O>::integer("heads", &O::heads, "heads (F is their average)", 1),
+                     Field<O>::integer("steps", &O::steps, "optimiser steps per layer", 1, 64),
+                     Field<O>::real("eta", &O::eta, "step size"),
+                     Field<O>::real("beta", &O::beta, "momentum coefficient (momentum, nesterov)"),
+                     Field<O>::real("temperature", &O::temperature, "T (0 = sqrt(head width))", 0.0),
+                     Field<O>::real("p", &O::p, "exponent of the lp local energy", 1.0),
+                     Field<O>::real("delta", &O::delta, "threshold of the huber local energy", 1e-12)},
+          .place = place_energy,
+          .make = make_energy,
+          .check = check_energy}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -1,5 +1,7 @@
 #include "seqmix/layers/second_order_attention.h"
 
+#include "../kv_attention_fields.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -103,6 +105,38 @@ torch::Tensor Mha2nd1stImpl::prefill(const torch::Tensor& x, DecodeState& state)
 torch::Tensor Mha2nd1stImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
   return prefill(x_t.unsqueeze(1), state).squeeze(1);
+}
+
+namespace {
+Mixer make_mha2nd1st(const SecondOrderAttentionOptions& o) { return std::make_shared<Mha2nd1stImpl>(o); }
+Mixer make_light2nd1st(const SecondOrderAttentionOptions& o) { return std::make_shared<LightMha2nd1stImpl>(o); }
+}  // namespace
+
+const MixerDeclaration& mha2nd1st_mixer_declaration() {
+  using O = SecondOrderAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "mha2nd1st",
+          .meaning = "MHA2nd1st: Newton step with a first-order Taylor inverse, Euclidean scores, key covariance bias",
+          .fields = kv_attention_fields<O>({Field<O>::choice(
+              "bias_temperature", &O::bias_temperature_divides, {{"multiplier", false}, {"divisor", true}},
+              "the learnable bias temperature (init 0.01) multiplies or divides b_h")}),
+          .place = place_kv_attention<O>,
+          .make = make_mha2nd1st}
+          .erase();
+  return declaration;
+}
+
+const MixerDeclaration& light2nd1st_mixer_declaration() {
+  using O = SecondOrderAttentionOptions;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{.name = "light2nd1st",
+                            .meaning = "LightMHA2nd1st: softmax attention plus tau_h Cov_p(v) vbar per head",
+                            .fields = kv_attention_fields<O>({Field<O>::real("tau", &O::tau, "initial tau_h")}),
+                            .place = place_kv_attention<O>,
+                            .make = make_light2nd1st}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -1,5 +1,7 @@
 #include "seqmix/layers/fem.h"
 
+#include "seqmix/layers/mixer_spec.h"
+
 #include <cmath>
 #include <limits>
 
@@ -111,7 +113,10 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   pc.ssm_state = o.ssm_state;
   pc.bias = o.bias;
   pc.causal = o.causal;
-  pc.impl = o.impl;
+  if (o.impl && !declared.impls.contains(*o.impl))
+    throw Error("mixer fem: prior " + o.prior + " has no impl=" + ops::impl_name(*o.impl) + "; its impls: " +
+                declared.impls.names());
+  pc.impl = o.impl.value_or(declared.impls.list().front());
   prior = register_module("prior", declared.make(pc, *this));
   if (!o.causal && !prior->supports_bidirectional())
     throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
@@ -134,7 +139,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (o.conditioner) {
     const int64_t hidden = o.tdc_hidden > 0 ? o.tdc_hidden : std::max<int64_t>(1, d / 16);
     const int64_t width = d + prior->modulation_width() + (o.temperature ? d : 0) + (o.gate ? d : 0);
-    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width, o.impl));
+    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width, o.impl.value_or(ops::Impl::fused)));
   }
 }
 
@@ -281,6 +286,67 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
   }
   state.position += 1;
   return y.squeeze(1);
+}
+
+namespace {
+void place_fem(const MixerContext& context, FemOptions& o) {
+  o.dim = context.dim;
+  o.raw_values = context.raw_values;
+}
+Mixer make_fem(const FemOptions& o) { return std::make_shared<FemImpl>(o); }
+
+// The impl option against the read it would run.
+void check_fem(const FemOptions& o) {
+  // Only an explicit fused asks for a kernel that cap=0's streaming read cannot use (auto is fused otherwise).
+  if (o.impl == ops::Impl::fused && o.lse && o.cap == 0 && o.causal)
+    throw Error("mixer fem: impl=fused needs a value cap > 0 (cap=0 always runs the step-by-step streaming read)");
+  if (o.impl.value_or(ops::Impl::fused) == ops::Impl::fused && o.lse && o.prior == "softmax" &&
+      o.cap > ops::kFemFusedMaxCap)
+    throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
+}
+}  // namespace
+
+const MixerDeclaration& fem_mixer_declaration() {
+  using O = FemOptions;
+  using MaybeImpl = std::optional<ops::Impl>;
+  static const MixerDeclaration declaration =
+      MixerDeclarationOf<O>{
+          .name = "fem",
+          .meaning = "Free Energy Mixer: a per-channel free-energy (log-sum-exp) read on a selection prior",
+          .fields =
+              {Field<O>::choice("prior", &O::prior, fem_prior_names(), "selection prior p_t"),
+               Field<O>::custom(OptionInfo::text("flags", fem_flags(O{}),
+                                                 "modules: C conditioner, L log-sum-exp read, T temperature learning, "
+                                                 "G outer gate"),
+                                [](const Options& o, O& out) { parse_fem_flags(o.text("flags"), out); }),
+               Field<O>::integer("heads", &O::heads, "number of heads", 1),
+               Field<O>::choice("budget", &O::budget, std::vector<std::string>{"i", "ii"},
+                                "parameter budget: i d=D/2 r=4, ii d=2D/3 r=2 (4D^2 both)"),
+               Field<O>::integer("value_dim", &O::value_dim, "value width d over all heads (0 = from the budget)", 0),
+               Field<O>::integer("qk_dim", &O::qk_dim, "query/key width over all heads (0 = from the budget)", 0),
+               Field<O>::choice("rope", &O::rope, {{"auto", -1}, {"0", 0}, {"1", 1}},
+                                "RoPE on q and k (auto: on for the priors with queries and keys)"),
+               Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),
+               Field<O>::real("beta_offset", &O::beta_offset, "beta = softplus(param + offset), param initialised to 0"),
+               Field<O>::real("cap", &O::cap, "value cap |beta v| <= cap (0 = off: exact running maxima instead)", 0.0,
+                              43.0),
+               Field<O>::integer("tdc_hidden", &O::tdc_hidden, "conditioner width H_c (0 = d/16)", 0),
+               Field<O>::integer("ssm_state", &O::ssm_state, "state size of the ssm prior", 1),
+               Field<O>::real("gate_normalizer", &O::gate_normalizer, "gla/lrnn_decay log decay divisor", 1e-6),
+               Field<O>::real("eps", &O::eps, "feature offset (ReLU+eps) and gate RMS floor", 0.0),
+               Field<O>::flag("bias", &O::bias, "biases in the projections"),
+               Field<O>::flag("causal", &O::causal, "causal, or bidirectional (softmax and linear priors)"),
+               Field<O>::choice("impl", &O::impl,
+                                {{"auto", MaybeImpl()}, {"fused", MaybeImpl(ops::Impl::fused)},
+                                 {"naive", MaybeImpl(ops::Impl::naive)}},
+                                "fused kernels (the softmax prior's one-pass mu+F read, cap <= 40) or the naive reads; "
+                                "auto: fused, except that cap=0 (causal) streams step by step")},
+          .place = place_fem,
+          .make = make_fem,
+          .check = check_fem,
+          .reads_raw_values = true}
+          .erase();
+  return declaration;
 }
 
 }  // namespace seqmix

@@ -6,15 +6,15 @@ namespace seqmix {
 
 PriorInputs PriorInputs::to(at::ScalarType type) const {
   auto cast = [type](const at::Tensor& t) { return t.defined() ? t.to(type) : t; };
-  return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values)};
+  return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values), cast(write)};
 }
 
 at::Tensor PriorImpl::prefill(const at::Tensor& values, const PriorInputs& in, std::any& state) {
   std::vector<at::Tensor> ys;
   for (int64_t t = 0; t < values.size(1); ++t) {
     auto at_t = [t](const at::Tensor& x) { return x.defined() ? x.narrow(1, t, 1) : x; };
-    const PriorInputs in_t{at_t(in.q),     at_t(in.k), at_t(in.log_decay), at_t(in.keys), at_t(in.delta),
-                           at_t(in.b),     at_t(in.c), at_t(in.mask),      at_t(in.values)};
+    const PriorInputs in_t{at_t(in.q), at_t(in.k), at_t(in.log_decay), at_t(in.keys),   at_t(in.delta),
+                           at_t(in.b), at_t(in.c), at_t(in.mask),      at_t(in.values), at_t(in.write)};
     ys.push_back(step(values.select(1, t), in_t, state));
   }
   return at::stack(ys, 1);

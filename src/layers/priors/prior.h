@@ -65,6 +65,7 @@ struct PriorInputs {
   at::Tensor b, c;       // [B,T,N] (ssm)
   at::Tensor mask;       // [B,T] bool, or undefined
   at::Tensor values;     // packed layout: the value projection [B,T,H,dv] (the third part of qkv)
+  at::Tensor write;      // [B,T,H] write strengths in (0, 1) (delta)
   // The same inputs in another floating-point type (the mask stays bool).
   PriorInputs to(at::ScalarType type) const;
 };
@@ -117,13 +118,14 @@ using Prior = std::shared_ptr<PriorImpl>;
 // [..., dv] -> [..., n*dv]: per-channel prior parameters shared by the n value streams ([v, e] or [v, e, 1]).
 at::Tensor tile_streams(const at::Tensor& t, int64_t n);
 
-// A prior's declaration: its name, whether it has queries and keys (RoPE applies) and reads bidirectionally,
-// and how to make it. `home` is where packed projections go (the mixer); separate ones go in the prior itself.
+// A prior's declaration: its name, whether it has queries and keys (RoPE applies), its meaning, how to make it,
+// and the implementations its op has. `home` is where packed projections go (the mixer); separate ones go in the prior itself.
 struct PriorDeclaration {
   std::string name;
   bool has_query_key = false;
   std::string meaning;
   Prior (*make)(const PriorConfig& config, torch::nn::Module& home);
+  ops::ImplSet impls = ops::kFusedAndNaive;  // what its op has; the first is the default
 };
 
 // The key-value machinery of the softmax prior (q/k projection, cache, block prefill) with another read of its

@@ -12,6 +12,7 @@ Prior make_gla_prior(const PriorConfig&, torch::nn::Module&);
 Prior make_aft_prior(const PriorConfig&, torch::nn::Module&);
 Prior make_lrnn_decay_prior(const PriorConfig&, torch::nn::Module&);
 Prior make_ssm_prior(const PriorConfig&, torch::nn::Module&);
+Prior make_delta_prior(const PriorConfig&, torch::nn::Module&);
 
 const std::vector<PriorDeclaration>& prior_declarations() {
   static const std::vector<PriorDeclaration> priors = {
@@ -21,6 +22,8 @@ const std::vector<PriorDeclaration>& prior_declarations() {
       {"aft", false, "AFT / LRNN-softmax: exp(per-channel key logits), causal running max", make_aft_prior},
       {"lrnn_decay", false, "the decay of GLA alone: exp(sum of per-head log decays)", make_lrnn_decay_prior},
       {"ssm", false, "selective SSM impulse response, normalised by the scan of ones", make_ssm_prior},
+      {"delta", true, "the delta rule (DeltaNet), read normalised by its read of ones", make_delta_prior,
+       ops::ImplSet{ops::Impl::naive}},
   };
   return priors;
 }

@@ -1,0 +1,1 @@
+// The translation unit the precompiled LibTorch headers are made with (seqmix_pch_target in CMakeLists.txt).

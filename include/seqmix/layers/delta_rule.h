@@ -1,0 +1,42 @@
+#pragma once
+// The delta-rule mixer (DeltaNet): value projection -> the delta prior's read (src/layers/priors/delta.cpp)
+// -> output projection. Per head, S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T with L2-normalised q and k
+// and b_t = sigmoid(w . x_t + c); the read is S_t^T q_t / sqrt(head width) (no normalisation). Causal.
+#include <torch/nn/modules/linear.h>
+
+#include "seqmix/layers/mixer.h"
+#include "seqmix/ops/impl.h"
+
+namespace seqmix {
+
+class PriorImpl;
+
+struct DeltaRuleOptions {
+  ops::Impl impl = ops::Impl::naive;  // the delta rule has its parallel (naive) form only
+  int64_t dim = 128;
+  int64_t heads = 4;
+  bool rope = false;
+  double rope_theta = 10000.0;
+  bool bias = true;
+};
+
+class DeltaRuleImpl : public MixerImpl {
+ public:
+  explicit DeltaRuleImpl(const DeltaRuleOptions& options);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  DecodeState init_state(int64_t batch) const override;
+  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
+
+  torch::nn::Linear out{nullptr};
+
+ private:
+  std::shared_ptr<PriorImpl> prior_;  // the delta prior; its qkv and write Linears are registered here
+  DeltaRuleOptions options_;
+  int64_t head_dim_;
+};
+
+// The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
+struct MixerDeclaration;
+const MixerDeclaration& delta_mixer_declaration();
+
+}  // namespace seqmix

@@ -1,0 +1,75 @@
+// The delta family in the op table and in torch.ops.seqmix: the delta rule (DeltaNet) in its parallel form and
+// its decode step, on linear attention's state layout.
+#include "../common/bench_inputs.h"
+#include "../common/torch_op.h"
+#include "seqmix/ops/delta.h"
+#include "seqmix/ops/op_table.h"
+
+namespace seqmix::ops {
+
+PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
+  check_impl(impl, kDeltaRuleImpls, "delta_rule");
+  return delta_rule_naive(q, k, v, beta);
+}
+
+std::vector<BadCall> delta_bad_calls();
+
+namespace {
+
+TensorPair delta_rule_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                         c10::string_view impl) {
+  return pair(delta_rule(q, k, v, beta, impl_of(impl)));
+}
+
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> delta_rule_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
+                                                                              const at::Tensor& v_t, const at::Tensor& beta_t,
+                                                                              const at::Tensor& kv, const at::Tensor& k_sum) {
+  LinearAttentionState state{kv, k_sum};
+  const PriorRead r = delta_rule_step(q_t, k_t, v_t, beta_t, state);
+  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+}
+
+// The layers' inputs: q and k L2-normalised per head [B,T,H,dk], v [B,T,H,dv], beta = sigmoid(randn) [B,T,H].
+OpCase delta_rule_case(Impl impl, const OpShape& s) {
+  const auto unit = [&] {
+    const auto x = at::randn({s.batch, s.length, s.heads, s.dk});
+    return bench_inputs::leaf(x / x.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-6));
+  };
+  const auto q = unit(), k = unit();
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  const auto beta = bench_inputs::leaf(at::sigmoid(at::randn({s.batch, s.length, s.heads})));
+  return {[=] {
+            const PriorRead r = delta_rule(q, k, v, beta, impl);
+            return std::vector<at::Tensor>{r.numerator, r.normaliser};
+          },
+          {q, k, v, beta}};
+}
+
+OpFamily declare_delta() {
+  const BenchCaseDeclaration parallel{
+      .name = "delta_rule",
+      .order = 45,
+      .inputs = "q, k L2-normalised randn [B,T,H,dk], v [B,T,H,dv], beta = sigmoid(randn) [B,T,H]",
+      .impls = kDeltaRuleImpls,
+      .make = delta_rule_case,
+      .shapes = {{1, 256, 4, 64, 64}, {4, 1024, 8, 64, 64}}};
+  return {.name = "delta",
+          .torch_ops = {{"delta_rule", kDeltaRuleImpls}, {"delta_rule_step"}},
+          .bench_cases = {parallel},
+          .bad_calls = delta_bad_calls};
+}
+
+}  // namespace
+
+SEQMIX_OP_FAMILY(declare_delta);
+
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='naive') "
+                               "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&delta_rule_step_op>(m, "delta_rule_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor beta_t, Tensor kv, "
+                                    "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+}
