@@ -13,54 +13,20 @@
 namespace seqmix {
 
 GatedLinearAttentionImpl::GatedLinearAttentionImpl(const GatedLinearAttentionOptions& options)
-    : MixerImpl("gla", options.dim, /*causal=*/true), options_(options) {
-  if (options.heads <= 0 || options.dim % options.heads != 0)
-    throw Error("mixer gla: width " + std::to_string(options.dim) + " is not divisible by heads=" +
-                std::to_string(options.heads));
+    : PriorMixerImpl("gla", options.dim, /*causal=*/true, options.heads, options.rope), options_(options) {
   if (options.normalize && !is_positive(options.feature))
     throw Error("mixer gla: normalize=1 needs a positive feature map (relu or elu)");
   if (options.gate_normalizer <= 0) throw Error("mixer gla: gate_normalizer must be positive");
-  head_dim_ = options.dim / options.heads;
-  if (options.rope && head_dim_ % 2 != 0)
-    throw Error("mixer gla: rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
-  // The gla prior in the packed layout: its qkv and decay Linears are this mixer's.
   PriorConfig c;
-  c.dim = options.dim;
-  c.heads = options.heads;
-  c.value_head_dim = c.qk_head_dim = head_dim_;
   c.rope = options.rope;
   c.rope_theta = options.rope_theta;
   c.gate_normalizer = options.gate_normalizer;
   c.eps = options.eps;
-  c.bias = options.bias;
   c.impl = options.impl;
-  c.layout = QueryKeyLayout::packed;
   c.feature = options.feature;
   c.floor = options.eps;
   c.normalize = options.normalize;
-  prior_ = prior_declaration("gla").make(c, *this);
-  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(options.dim, options.dim)
-                                                     .bias(options.bias)));
-  prior_->init_parameters();
-  init_linear(out);
-}
-
-torch::Tensor GatedLinearAttentionImpl::forward(const torch::Tensor& x) {
-  check_input(x);
-  const auto in = prior_->prepare(x, {}, {}, int64_t{0});
-  return out(merge_heads(prior_->read(in.values, in)));
-}
-
-DecodeState GatedLinearAttentionImpl::init_state(int64_t batch) const {
-  return DecodeState::of(prior_->init_state(batch, head_dim_));
-}
-
-torch::Tensor GatedLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
-  check_step_input(x_t);
-  const auto in = prior_->prepare(x_t.unsqueeze(1), {}, {}, state.position);
-  auto y = prior_->step(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
-  state.position += 1;
-  return out(merge_heads(y));
+  create("gla", c, options.bias);
 }
 
 namespace {

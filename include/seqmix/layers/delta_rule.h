@@ -4,12 +4,10 @@
 // and b_t = sigmoid(w . x_t + c); the read is S_t^T q_t / sqrt(head width) (no normalisation). Causal.
 #include <torch/nn/modules/linear.h>
 
-#include "seqmix/layers/mixer.h"
+#include "seqmix/layers/prior_mixer.h"
 #include "seqmix/ops/impl.h"
 
 namespace seqmix {
-
-class PriorImpl;
 
 struct DeltaRuleOptions {
   ops::Impl impl = ops::Impl::naive;  // the delta rule has its parallel (naive) form only
@@ -20,19 +18,12 @@ struct DeltaRuleOptions {
   bool bias = true;
 };
 
-class DeltaRuleImpl : public MixerImpl {
+class DeltaRuleImpl : public PriorMixerImpl {
  public:
   explicit DeltaRuleImpl(const DeltaRuleOptions& options);
-  torch::Tensor forward(const torch::Tensor& x) override;
-  DecodeState init_state(int64_t batch) const override;
-  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
-
-  torch::nn::Linear out{nullptr};
 
  private:
-  std::shared_ptr<PriorImpl> prior_;  // the delta prior; its qkv and write Linears are registered here
   DeltaRuleOptions options_;
-  int64_t head_dim_;
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.

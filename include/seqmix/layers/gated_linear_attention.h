@@ -6,12 +6,10 @@
 #include <torch/nn/modules/linear.h>
 
 #include "seqmix/ops/impl.h"
-#include "seqmix/layers/mixer.h"
+#include "seqmix/layers/prior_mixer.h"
 #include "seqmix/modules/feature_map.h"
 
 namespace seqmix {
-
-class PriorImpl;
 
 // value projection -> the gla prior's read (src/layers/priors/gla.cpp) -> output projection.
 struct GatedLinearAttentionOptions {
@@ -27,19 +25,12 @@ struct GatedLinearAttentionOptions {
   bool bias = true;
 };
 
-class GatedLinearAttentionImpl : public MixerImpl {
+class GatedLinearAttentionImpl : public PriorMixerImpl {
  public:
   explicit GatedLinearAttentionImpl(const GatedLinearAttentionOptions& options);
-  torch::Tensor forward(const torch::Tensor& x) override;
-  DecodeState init_state(int64_t batch) const override;
-  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
-
-  torch::nn::Linear out{nullptr};
 
  private:
-  std::shared_ptr<PriorImpl> prior_;  // the gla prior; its qkv and decay Linears are registered here
   GatedLinearAttentionOptions options_;
-  int64_t head_dim_;
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.

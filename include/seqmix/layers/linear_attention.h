@@ -3,12 +3,10 @@
 #include <torch/nn/modules/linear.h>
 
 #include "seqmix/ops/impl.h"
-#include "seqmix/layers/mixer.h"
+#include "seqmix/layers/prior_mixer.h"
 #include "seqmix/modules/feature_map.h"
 
 namespace seqmix {
-
-class PriorImpl;
 
 // value projection -> the linear prior's read (src/layers/priors/linear.cpp) -> output projection.
 struct LinearAttentionOptions {
@@ -23,19 +21,12 @@ struct LinearAttentionOptions {
   bool causal = true;
 };
 
-class LinearAttentionImpl : public MixerImpl {
+class LinearAttentionImpl : public PriorMixerImpl {
  public:
   explicit LinearAttentionImpl(const LinearAttentionOptions& options);
-  torch::Tensor forward(const torch::Tensor& x) override;
-  DecodeState init_state(int64_t batch) const override;
-  torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
-
-  torch::nn::Linear out{nullptr};
 
  private:
-  std::shared_ptr<PriorImpl> prior_;  // the linear prior; its qkv Linear is registered here
   LinearAttentionOptions options_;
-  int64_t head_dim_;
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
