@@ -1,5 +1,6 @@
 """Typed wrappers of torch.ops.seqmix.*: the seqmix ops with autograd (the fused kernels' hand-written backward,
-or ATen's for the naive twins). Tensors are float32 or float64 on the CPU. Shapes use B batch, T queries,
+or ATen's for the naive twins). Tensors are float32 or float64 on the CPU, or bfloat16/float16 (computed in
+float32, returned in the input's dtype; decode states keep theirs). Shapes use B batch, T queries,
 S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value width, C channels, N states.
 `impl` is "fused" (the default) or "naive" (the readable twin the tests hold the fused kernel to); attention also
 takes "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics).
@@ -254,5 +255,5 @@ __all__ = [
 ]
 # Helpers written in Python (no operator behind them).
 PYTHON_ONLY = ["ssm_initial_state", "op_impls"]
-# Operators of the package, not of an op family (src/python_module.cpp).
-PACKAGE_OPS = ["read_safetensors"]
+# Operators of the package, not of an op family (src/python/).
+PACKAGE_OPS = ["read_safetensors", "registry"]

@@ -88,7 +88,19 @@ void copy_model(const SafetensorsFile& file, torch::nn::Module& model) {
   for (const auto& b : model.named_buffers()) b.value().copy_(file.at("model." + b.key()));
 }
 
+// The model's parameters and buffers as a checkpoint names them, model.<name>.
+std::vector<std::pair<std::string, torch::Tensor>> model_tensors(torch::nn::Module& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& p : model.named_parameters()) tensors.emplace_back("model." + p.key(), p.value());
+  for (const auto& b : model.named_buffers()) tensors.emplace_back("model." + b.key(), b.value());
+  return tensors;
+}
+
 }  // namespace
+
+void save_model_weights(const std::string& path, torch::nn::Module& model) {
+  write_file_atomically(path, serialize_safetensors(model_tensors(model), {{"format", kFormat}}));
+}
 
 void load_model_weights(const std::string& path, torch::nn::Module& model) {
   const SafetensorsFile file = read_safetensors(path);
@@ -127,9 +139,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
                      const TrainerState& state, int64_t keep_last) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   fs::create_directories(dir);
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& p : model.named_parameters()) tensors.emplace_back("model." + p.key(), p.value());
-  for (const auto& b : model.named_buffers()) tensors.emplace_back("model." + b.key(), b.value());
+  std::vector<std::pair<std::string, torch::Tensor>> tensors = model_tensors(model);
   auto& opt_state = optimizer.state();
   for (const auto& p : model.named_parameters()) {
     auto it = opt_state.find(optimizer_key(p.value()));

@@ -36,6 +36,9 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 // and it must hold model.<name> for every parameter and buffer, of the model's shape and dtype (other tensors
 // are ignored). Throws Error naming the file, with nothing changed, when it is not such a file or does not fit.
 void load_model_weights(const std::string& path, torch::nn::Module& model);
+// Writes the model's parameters and buffers (model.<name>, format=seqmix-checkpoint-1) to path, atomically: the
+// file load_model_weights and `seqmix eval --weights` read. Throws Error naming the path when it cannot be written.
+void save_model_weights(const std::string& path, torch::nn::Module& model);
 
 // 64-bit FNV-1a of bytes (the checksum stored in the JSON record).
 uint64_t fnv1a64(const std::string& bytes);

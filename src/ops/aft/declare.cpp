@@ -23,9 +23,9 @@ TensorPair aft_op(const at::Tensor& k, const at::Tensor& v, const c10::optional<
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_step_op(
-    const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& numerator, const at::Tensor& normaliser,
-    const at::Tensor& key_max, const c10::optional<at::Tensor>& mask_t) {
-  AftState state{numerator, normaliser, key_max};
+    const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& state_numerator,
+    const at::Tensor& state_normaliser, const at::Tensor& key_max, const c10::optional<at::Tensor>& mask_t) {
+  AftState state{state_numerator, state_normaliser, key_max};
   const PriorRead r = aft_step(k_t, v_t, state, or_undefined(mask_t));
   // The read is a view of the new state; outputs must not alias each other.
   return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
@@ -83,11 +83,13 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused') "
                         "-> (Tensor numerator, Tensor normaliser)");
-  define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor numerator, Tensor normaliser, Tensor key_max, "
+  define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor state_numerator, Tensor state_normaliser, "
+                             "Tensor key_max, "
                              "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "
                              "Tensor state_normaliser, Tensor key_max)");
   define_op_without_tensors<&aft_initial_state_op>(m, "aft_initial_state(int batch, int channels, ScalarType? dtype=None) "
-                                                      "-> (Tensor numerator, Tensor normaliser, Tensor key_max)");
+                                                      "-> (Tensor state_numerator, Tensor state_normaliser, "
+                                                      "Tensor key_max)");
   define_op<&fem_aft_read_op>(m, "fem_aft_read(Tensor k, Tensor v, Tensor beta, float cap=40., Tensor? mask=None, "
                                  "str impl='fused') -> (Tensor mean, Tensor free_energy)");
 }

@@ -4,13 +4,96 @@
 #include <torch/library.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "seqmix/ops/impl.h"
 #include "seqmix/ops/prior_read.h"
 
 namespace seqmix::ops {
+
+// Reduced precision. Every operator takes bfloat16 and float16 tensors besides float32 and float64: they are
+// computed in float32 (the kernels' narrowest type) and the outputs come back in the dtype of the first
+// reduced-precision input that is not a decode state. A decode state (an input an output of the same name
+// continues: kv, k_sum, state, ...) comes back in its own dtype. ATen's autocast is off inside an operator,
+// so under torch.autocast the naive twins compute in float32 too, as the fused kernels do.
+namespace reduced_precision {
+
+inline bool is_reduced(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+}
+// The dtype of an argument when it is a reduced-precision tensor.
+template <class T>
+std::optional<at::ScalarType> reduced_dtype(const T&) {
+  return std::nullopt;
+}
+inline std::optional<at::ScalarType> reduced_dtype(const at::Tensor& t) {
+  return is_reduced(t) ? std::optional<at::ScalarType>(t.scalar_type()) : std::nullopt;
+}
+inline std::optional<at::ScalarType> reduced_dtype(const c10::optional<at::Tensor>& t) {
+  return t.has_value() ? reduced_dtype(*t) : std::nullopt;
+}
+// An argument as the kernel takes it: a reduced-precision tensor in float32, anything else as given.
+template <class T>
+const T& widened(const T& a) {
+  return a;
+}
+inline at::Tensor widened(const at::Tensor& t) { return is_reduced(t) ? t.to(at::kFloat) : t; }
+inline c10::optional<at::Tensor> widened(const c10::optional<at::Tensor>& t) {
+  return t.has_value() ? c10::optional<at::Tensor>(widened(*t)) : c10::nullopt;
+}
+// A float32 output back in `dtype` (nullopt: as it is).
+inline at::Tensor narrowed(const at::Tensor& t, std::optional<at::ScalarType> dtype) {
+  return dtype && t.defined() && t.scalar_type() == at::kFloat ? t.to(*dtype) : t;
+}
+
+// For operator f: per output, the argument position of the decode state it continues, or -1. define_op
+// fills it from the schema's names.
+template <auto f>
+struct StateOutputs {
+  static inline std::vector<int> input_of_output;
+};
+
+template <class F, F* f>
+struct InFloat32;
+template <class R, class... Args, R (*f)(Args...)>
+struct InFloat32<R(Args...), f> {
+  static R call(Args... args) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const std::vector<int>& state_of = StateOutputs<f>::input_of_output;
+    const std::array<std::optional<at::ScalarType>, sizeof...(Args)> dtypes{reduced_dtype(args)...};
+    std::optional<at::ScalarType> out_dtype;
+    bool any_reduced = false;
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      if (!dtypes[i]) continue;
+      any_reduced = true;
+      const bool is_state = std::find(state_of.begin(), state_of.end(), static_cast<int>(i)) != state_of.end();
+      if (!is_state && !out_dtype) out_dtype = dtypes[i];
+    }
+    if (!any_reduced) return f(args...);
+    R r = f(widened(args)...);
+    const auto dtype_of_output = [&](size_t i) {
+      return i < state_of.size() && state_of[i] >= 0 ? dtypes[state_of[i]] : out_dtype;
+    };
+    if constexpr (std::is_same_v<R, at::Tensor>) {
+      return narrowed(r, dtype_of_output(0));
+    } else {
+      narrow_outputs(r, dtype_of_output, std::make_index_sequence<std::tuple_size_v<R>>{});
+      return r;
+    }
+  }
+  template <class DtypeOf, size_t... I>
+  static void narrow_outputs(R& r, const DtypeOf& dtype_of_output, std::index_sequence<I...>) {
+    ((std::get<I>(r) = narrowed(std::get<I>(r), dtype_of_output(I))), ...);
+  }
+};
+
+}  // namespace reduced_precision
 
 // The CPU kernel of op f: f with gradient recording off (the dispatcher comes here only below autograd, e.g.
 // under torch.inference_mode()).
@@ -25,16 +108,23 @@ struct BelowAutograd<R(Args...), f> {
   }
 };
 
-// Defines `schema` ("name(args) -> outputs") and registers f as its Autograd kernel, which records its own
-// backward (a fused kernel's autograd Function, or ATen's graph for a naive twin), and as its CPU kernel
-// below autograd.
+// Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
+// Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
+// naive twin), and as its CPU kernel below autograd.
 template <auto f>
 void define_op(torch::Library& m, const char* schema) {
-  const std::string name(schema, std::string(schema).find('('));
+  using Signature = std::remove_pointer_t<decltype(f)>;
+  using Adapted = reduced_precision::InFloat32<Signature, f>;
+  const c10::FunctionSchema parsed = torch::schema(schema);
+  std::vector<int>& state_of = reduced_precision::StateOutputs<f>::input_of_output;
+  state_of.assign(parsed.returns().size(), -1);
+  for (size_t i = 0; i < parsed.returns().size(); ++i)
+    for (size_t j = 0; j < parsed.arguments().size(); ++j)
+      if (parsed.returns()[i].name() == parsed.arguments()[j].name()) state_of[i] = static_cast<int>(j);
   m.def(schema);
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(f)));
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU,
-                                       TORCH_FN((BelowAutograd<std::remove_pointer_t<decltype(f)>, f>::call))));
+  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
+  m.impl(parsed.name().c_str(),
+         torch::dispatch(c10::DispatchKey::CPU, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
 }
 
 // An operator without tensor arguments (an initial state): nothing to dispatch on, one kernel for every key.

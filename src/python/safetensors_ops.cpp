@@ -1,6 +1,6 @@
-// libseqmix_ops.so, the library python/seqmix loads: the whole seqmix library (loading it registers every op
-// family's operators, torch.ops.seqmix.*), plus what only the Python package needs: the C++ safetensors reader as
-// an operator, which its tests hold the package's pure-Python checkpoint reader to.
+// The C++ safetensors reader as an operator, torch.ops.seqmix.read_safetensors, for python/seqmix: its tests
+// hold the package's pure-Python checkpoint reader to it. (libseqmix_ops.so links the whole seqmix library, so
+// loading it registers every op family's operators too.)
 #include <torch/library.h>
 #include <torch/torch.h>
 

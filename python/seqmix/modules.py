@@ -1,0 +1,254 @@
+"""seqmix's layers and models as torch.nn.Modules, backed by the C++ modules the CLI trains.
+
+    mixer = seqmix.Mixer("fem:prior=softmax", dim=64, max_len=128)   # any spec `seqmix list` shows
+    y = mixer(x)                                                      # x [B,T,64] -> [B,T,64]
+    state = mixer.init_state(batch=B)                                 # causal mixers decode token by token
+    y_t = mixer.step(x[:, t], state)
+
+    model = seqmix.LanguageModel(vocab_size=256, mixers=["fem:prior=softmax"], dim=64, layers=2)
+    run = seqmix.load_run("runs/shakespeare")                        # a `seqmix train` run, with its tokenizer
+    print(run.generate("ROMEO:", tokens=100, temperature=0.8))
+
+The parameters are the C++ module's own tensors, registered here as nn.Parameters under the C++ names
+("q.weight", "blocks.0.mixer.out.weight", ...): optimizers, state_dict/load_state_dict (keys equal to a seqmix
+checkpoint's model.* names without the prefix), .to(dtype), .train()/.eval() and autograd act on the C++
+module directly. The forward is the C++ forward (the same fused kernels), so nothing is re-implemented here.
+"""
+import json
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ._library import load_library
+
+__all__ = ["Mixer", "ChannelMixer", "Model", "LanguageModel", "Run", "load_run", "registry", "save_weights"]
+
+
+def _classes():
+    load_library()
+    return torch.classes.seqmix
+
+
+def registry() -> Dict[str, list]:
+    """Every registered component, as `seqmix list` shows them: {"mixers", "channel_mixers", "residuals",
+    "models"}, each a list of {"name", "meaning", "options": [{"key", "type", "default", "meaning"}]}."""
+    load_library()
+    return json.loads(torch.ops.seqmix.registry())
+
+
+class _Holder(torch.nn.Module):
+    """A level of the C++ module's tree (e.g. "blocks.0.mixer"): holds the tensors registered below it."""
+
+
+class _Bound(torch.nn.Module):
+    """An nn.Module whose parameters and buffers are a C++ module's tensors (same TensorImpl, so both sides see
+    every change)."""
+
+    def __init__(self, bound):
+        super().__init__()
+        self._bound = bound
+        for name, tensor in zip(*bound.named_parameters()):
+            tensor.__class__ = torch.nn.Parameter  # the same tensor, now an nn.Parameter (no copy)
+            self._owner(name).register_parameter(name.rsplit(".", 1)[-1], tensor)
+        for name, tensor in zip(*bound.named_buffers()):
+            self._owner(name).register_buffer(name.rsplit(".", 1)[-1], tensor)
+        self.train(bound.is_training())
+
+    def _owner(self, name: str) -> torch.nn.Module:
+        module = self
+        for part in name.split(".")[:-1]:
+            if part not in module._modules:
+                module.add_module(part, _Holder())
+            module = module._modules[part]
+        return module
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._bound.train(mode)
+        return self
+
+    def _apply(self, fn, recurse=True):
+        # nn.Module converts a parameter in place (param.data = ...) but replaces a buffer: write each new buffer
+        # back into the C++ module's tensor, so the C++ layers keep reading what Python holds.
+        super()._apply(fn, recurse)
+        for name, tensor in zip(*self._bound.named_buffers()):
+            owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
+            converted = owner._buffers[leaf]
+            if converted is not tensor:
+                tensor.data = converted
+                owner._buffers[leaf] = tensor
+        return self
+
+    def extra_repr(self) -> str:
+        return self._bound.describe()
+
+    def __getstate__(self):
+        raise TypeError(f"{type(self).__name__} cannot be pickled or deep-copied: it holds a C++ module; save its "
+                        "state_dict (or seqmix.save_weights) and build a new one")
+
+
+class Mixer(_Bound):
+    """A sequence mixer by its spec, e.g. "softmax:heads=4", "fem:prior=gla", "hyperglu", "ela" (`seqmix list`).
+
+    forward(x [B,T,dim]) -> [B,T,dim]. Causal mixers decode: init_state(batch), then step(x_t [B,dim], state)
+    per token, or prefill(x [B,T,dim], state) for a block; steps after a prefill equal the forward.
+    max_len: the longest sequence it will see (mixers with learned position tables need it; 0 = unknown)."""
+
+    def __init__(self, spec: str, dim: int, max_len: int = 0):
+        super().__init__(_classes().Mixer(spec, dim, max_len))
+        self.spec = self._bound.spec()
+        self.is_causal = self._bound.is_causal()
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        if padding_mask is not None:
+            return self._bound.forward_masked(x, padding_mask)
+        return self._bound.forward(x)
+
+    def init_state(self, batch: int):
+        return self._bound.init_state(batch)
+
+    def step(self, x_t: Tensor, state) -> Tensor:
+        return self._bound.step(x_t, state)
+
+    def prefill(self, x: Tensor, state) -> Tensor:
+        return self._bound.prefill(x, state)
+
+
+class ChannelMixer(_Bound):
+    """A channel mixer by its spec ("swiglu", "mlp", "moe:experts=4", ...): forward(x [..., dim]) -> [..., dim]."""
+
+    def __init__(self, spec: str, dim: int):
+        super().__init__(_classes().ChannelMixer(spec, dim))
+        self.spec = spec
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._bound.forward(x)
+
+    def auxiliary_loss(self) -> Optional[Tensor]:
+        """The load-balance loss of the last forward (mixture of experts), or None."""
+        return self._bound.auxiliary_loss()
+
+
+class Model(_Bound):
+    """A model by its spec (`seqmix list` "Models": lm, autoencoder, probe, forecaster, dlinear) around the
+    given mixers, sized as a task would size it."""
+
+    def __init__(self, spec: str = "lm", mixers: Sequence[str] = ("softmax",), vocab_size: int = 0,
+                 input_features: int = 0, output_features: int = 0, seq_len: int = 0, output_len: int = 0,
+                 _bound=None):
+        if _bound is None:
+            _bound = _classes().Model(spec, list(mixers), vocab_size, input_features, output_features, seq_len,
+                                      output_len)
+        super().__init__(_bound)
+        self.spec = self._bound.spec()
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        """tokens [B,T] (int64) -> logits [B,T,V], or features [B,T,F] -> outputs."""
+        return self._bound.forward(inputs)
+
+    def auxiliary_loss(self) -> Optional[Tensor]:
+        return self._bound.auxiliary_loss()
+
+    # Decoding (lm models).
+    def init_state(self, batch: int):
+        return self._bound.init_state(batch)
+
+    def step(self, inputs_t: Tensor, state) -> Tensor:
+        """tokens [B] -> logits [B,V] (or features [B,F] -> [B,O]), continuing from state."""
+        return self._bound.step(inputs_t, state)
+
+    def prefill(self, inputs: Tensor, state) -> Tensor:
+        return self._bound.prefill(inputs, state)
+
+    def generate(self, prompt: Tensor, tokens: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> Tensor:
+        """prompt [B,T0] tokens -> [B,T0+tokens], sampled step by step (temperature 0 = greedy), as `seqmix
+        generate` does."""
+        return self._bound.generate(prompt, tokens, temperature, top_k, seed)
+
+
+def LanguageModel(vocab_size: int, mixers: Sequence[str] = ("softmax",), dim: int = 128, layers: int = 2,
+                  max_len: int = 0, **options) -> Model:
+    """The lm model ("lm:dim=...,layers=...", options as `seqmix list` shows them: channel, norm, residual,
+    final_norm, tie, head_bias, pos, dropout), one mixer spec per layer (cycled)."""
+    spec = ",".join([f"dim={dim}", f"layers={layers}"] + [f"{k}={_option_text(v)}" for k, v in options.items()])
+    return Model("lm:" + spec, mixers, vocab_size=vocab_size, seq_len=max_len)
+
+
+def _option_text(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def save_weights(model: Model, path: str) -> None:
+    """Writes the model's parameters and buffers as a seqmix checkpoint's tensors file (model.<name>,
+    format=seqmix-checkpoint-1), atomically: `seqmix eval --run DIR --weights path` reads it."""
+    model._bound.save_weights(str(path))
+
+
+class Tokenizer:
+    """A text run's tokenizer: encode(str) -> list of ids, decode(ids) -> str."""
+
+    def __init__(self, bound):
+        self._bound = bound
+
+    def encode(self, text: str) -> List[int]:
+        return list(self._bound.encode(text))
+
+    def decode(self, ids) -> str:
+        if isinstance(ids, Tensor):
+            ids = ids.tolist()
+        return self._bound.decode([int(i) for i in ids])
+
+
+class Run:
+    """A trained run: run.model (a seqmix.Model holding the checkpoint's weights), run.tokenizer (text runs),
+    run.generate(prompt), run.evaluate() (the test-set loss, computed here as `seqmix eval` computes it)."""
+
+    def __init__(self, path: str, step: Optional[int] = None):
+        self._bound = _classes().Run(str(path), -1 if step is None else int(step))
+        self.path = str(path)
+        self.step = self._bound.step()
+        self.task = self._bound.task()
+        self.model = Model(_bound=self._bound.model())
+        self.model.eval()
+        self.tokenizer = Tokenizer(self._bound)
+
+    def test_set(self) -> Tuple[Tensor, Tensor]:
+        """(inputs, targets) of the task's held-out set."""
+        return self._bound.test_set()
+
+    def loss(self, outputs: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
+        """The task's loss of the model's outputs (what training minimises)."""
+        return self._bound.loss(outputs, inputs, targets)
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """The test-set loss: the model's forward in this process, batch by batch in the task's evaluation batch
+        size, the per-example mean as `seqmix eval` reports it."""
+        was_training = self.model.training
+        self.model.eval()
+        inputs, targets = self.test_set()
+        size = self._bound.eval_batch_size()
+        total, count = 0.0, 0
+        for begin in range(0, inputs.shape[0], size):
+            x, y = inputs[begin:begin + size], targets[begin:begin + size]
+            total += self.loss(self.model(x), x, y).item() * x.shape[0]
+            count += x.shape[0]
+        self.model.train(was_training)
+        return total / count
+
+    def metrics(self) -> Dict[str, float]:
+        """Every metric of `seqmix eval`, by the C++ evaluation."""
+        return dict(self._bound.metrics())
+
+    def generate(self, prompt: str, tokens: int = 200, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:
+        """The prompt and its continuation, as `seqmix generate --run ... --prompt ...` prints it."""
+        ids = torch.tensor([self.tokenizer.encode(prompt)], dtype=torch.long)
+        return self.tokenizer.decode(self.model.generate(ids, tokens, temperature, top_k, seed)[0])
+
+
+def load_run(path: str, step: Optional[int] = None) -> Run:
+    """The run a `seqmix train` directory holds, with the weights of its latest checkpoint (or the one at step)."""
+    return Run(path, step)
