@@ -7,6 +7,7 @@
 SEQMIX_DEBIAN_PACKAGES=(
   cmake g++ make pkg-config git ccache
   python3 python3-venv                 # the interpreter the project's .venv is made from
+  python3-dev                          # Python.h: torch.compile's inductor compiles its C++ kernels against it
   libgloo-dev                          # Gloo's headers for c10d's ProcessGroupGloo (torch links its own Gloo)
   libgtest-dev libbenchmark-dev        # tests and benchmarks
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libsentencepiece-dev

@@ -79,24 +79,47 @@ def fem_restore(z: Tensor, shift: Tensor, beta: Tensor) -> Tensor:
     return _seqmix_ops().fem_restore(z, shift, beta)
 
 
-def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True,
-                     impl: str = "fused") -> Tuple[Tensor, Tensor]:
+def _state_pair(initial_state):
+    return (None, None) if initial_state is None else tuple(initial_state)
+
+
+def _with_state(numerator, normaliser, kv, k_sum, output_final_state):
+    return (numerator, normaliser, (kv, k_sum)) if output_final_state else (numerator, normaliser)
+
+
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, impl: str = "fused",
+                     scale: Optional[float] = None, initial_state: Optional[Tuple[Tensor, Tensor]] = None,
+                     output_final_state: bool = False):
     """Linear attention's (numerator, normaliser): sum_j (q_t . k_j) v_j and sum_j q_t . k_j over j <= t
-    (causal) or all j. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv] and [B,T,H]."""
-    return _seqmix_ops().linear_attention(q, k, v, causal, impl)
+    (causal) or all j. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv] and [B,T,H].
+
+    As flash-linear-attention: scale multiplies q (default: none); initial_state (kv [B,H,dk,dv], k_sum [B,H,dk])
+    continues the scan from earlier positions (causal); output_final_state=True also returns the state after the
+    last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state."""
+    kv, k_sum = _state_pair(initial_state)
+    return _with_state(*_seqmix_ops().linear_attention(q, k, v, causal, impl, scale, kv, k_sum, output_final_state),
+                       output_final_state)
 
 
-def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused") -> Tuple[Tensor, Tensor]:
+def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused", scale: Optional[float] = None,
+        initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False):
     """Gated linear attention's (numerator, normaliser): S_t = exp(a_t) S_{t-1} + k_t v_t^T, numerator q_t S_t,
-    normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a [B,T,H] <= 0; chunked scan when fused."""
-    return _seqmix_ops().gla(q, k, v, log_decay, impl)
+    normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a [B,T,H] <= 0; chunked scan when fused.
+    scale, initial_state (kv, k_sum) and output_final_state as in linear_attention."""
+    kv, k_sum = _state_pair(initial_state)
+    return _with_state(*_seqmix_ops().gla(q, k, v, log_decay, impl, scale, kv, k_sum, output_final_state),
+                       output_final_state)
 
 
-def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive") -> Tuple[Tensor, Tensor]:
+def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive", scale: Optional[float] = None,
+               initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False):
     """The delta rule's (numerator, normaliser): S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, numerator
     S_t^T q_t, normaliser the same read of a value of ones. q, k [B,T,H,dk] (unit norm in the layers), v [B,T,H,dv],
-    beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only."""
-    return _seqmix_ops().delta_rule(q, k, v, beta, impl)
+    beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only. scale, initial_state (kv, k_sum) and
+    output_final_state as in linear_attention."""
+    kv, k_sum = _state_pair(initial_state)
+    return _with_state(*_seqmix_ops().delta_rule(q, k, v, beta, impl, scale, kv, k_sum, output_final_state),
+                       output_final_state)
 
 
 def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused") -> Tuple[Tensor, Tensor]:
@@ -105,10 +128,13 @@ def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused"
     return _seqmix_ops().aft(k, v, mask, impl)
 
 
-def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "fused") -> Tensor:
+def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "fused",
+             initial_state: Optional[Tensor] = None, output_final_state: bool = False):
     """Diagonal selective scan: h_t = exp(delta_t A) h_{t-1} + delta_t b_t u_t, y_t = sum_n c_t[n] h_t[:, n].
-    u, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] -> y [B,T,C]."""
-    return _seqmix_ops().ssm_scan(u, delta, A, b, c, impl)
+    u, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] -> y [B,T,C]. initial_state h_0 [B,C,N] continues the scan;
+    output_final_state=True returns (y, h_T)."""
+    y, state = _seqmix_ops().ssm_scan(u, delta, A, b, c, impl, initial_state, output_final_state)
+    return (y, state) if output_final_state else y
 
 
 def normalised_read(numerator: Tensor, normaliser: Tensor, eps: float) -> Tensor:

@@ -28,4 +28,13 @@ PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at
 constexpr ImplSet kDeltaRuleImpls{Impl::naive};
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
 
+// The delta rule continued from `initial` (linear attention's state layout; undefined = zeros) and, when
+// `final_state`, the state after position T: exact, by the error-correction form S_t = S_{t-1} + b_t k_t (v_t -
+// S_{t-1}^T k_t)^T. From S_0 the written values are those of a zero start on v_t - S_0^T k_t, so the read is
+// q_t^T S_0 plus the zero-start read of those values (and of 1 - z_0 . k_t for the normaliser); the final
+// state is read by d_k positions after T that do not write (b = 0, k = 0) with queries e_1..e_dk
+// (src/ops/delta/state.cpp).
+ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                                    const LinearAttentionState& initial, bool final_state, Impl impl);
+
 }  // namespace seqmix::ops

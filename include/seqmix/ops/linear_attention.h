@@ -26,6 +26,23 @@ LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads
 PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                                 LinearAttentionState& state);
 
+// State handoff, flash-linear-attention's initial_state and output_final_state: the causal read of positions
+// 1..T when `initial` (kv [B,H,dk,dv], k_sum [B,H,dk]; both undefined = zeros) already holds the positions
+// before them, and, when `final_state`, the state after position T (else left undefined). `zero_state` is the
+// read from zeros by any impl; log_decay [B,T,H] <= 0 for GLA, undefined for linear attention. Exact, with
+// c_t = a_1 + ... + a_t: the initial state adds e^{c_t} q_t S_0 (and e^{c_t} q_t . z_0), the final state is
+// e^{c_T} S_0 + sum_i e^{c_T - c_i} k_i v_i^T (every exponent <= 0). Autograd through ATen (src/ops/gla/state.cpp).
+struct ReadWithState {
+  PriorRead read;
+  LinearAttentionState final_state;
+};
+// The initial state must be both tensors or neither, kv [B,H,dk,dv] and k_sum [B,H,dk] of q's dtype; the error
+// names `op`.
+void check_initial_state(const char* op, const LinearAttentionState& initial, const at::Tensor& q, const at::Tensor& v);
+ReadWithState continue_decayed_scan(const PriorRead& zero_state, const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v, const at::Tensor& log_decay,
+                                    const LinearAttentionState& initial, bool final_state);
+
 // Fused twin of linear_attention_naive with O(T d) memory: causal runs GLA's chunked scan with zero decay
 // (gla_fused), bidirectional reads q (K^T V) and q . sum k. Same outputs and gradients as the naive op.
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);

@@ -29,4 +29,15 @@ constexpr ImplSet kSsmScanImpls = kFusedAndNaive;
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl);
 
+// The scan continued from the state h_0 [B,C,N] (undefined = zeros) and, when `final_state`, h_T [B,C,N]
+// (else undefined): exact, with D_t = delta_1 + ... + delta_t [B,T,C], y_t gains sum_n c_t[n] e^{A D_t} h_0 and
+// h_T = e^{A D_T} h_0 + sum_i e^{A (D_T - D_i)} delta_i b_i u_i (every exponent <= 0; B*T*C*N memory).
+// Autograd through ATen (src/ops/ssm/state.cpp).
+struct ScanWithState {
+  at::Tensor y;
+  at::Tensor final_state;
+};
+ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl);
+
 }  // namespace seqmix::ops

@@ -1,28 +1,60 @@
-// The autograd Function joining the fused AFT forward and its hand-written reverse scan.
+// The autograd Function joining the fused AFT forward and its hand-written reverse scan. Both kernels are
+// operators of their own (torch.ops.seqmix._aft_forward/_aft_backward, with Meta kernels) that the Function
+// calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/aft.h"
 
 namespace seqmix::ops {
 namespace {
 
+using Tensors = std::vector<at::Tensor>;
+using Mask = c10::optional<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const Mask&);
+using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&,
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+
+// {numerator, normaliser, key_max}, each [B,T,C].
+Tensors forward_cpu(const at::Tensor& k, const at::Tensor& v, const Mask& mask) {
+  auto r = aft_fused_forward(k, v, or_undefined(mask));
+  return {r.numerator, r.normaliser, r.key_max};
+}
+Tensors forward_meta(const at::Tensor& k, const at::Tensor&, const Mask&) {
+  return {at::empty_like(k), at::empty_like(k), at::empty_like(k)};
+}
+// {dk, dv}
+Tensors backward_cpu(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& k,
+                     const at::Tensor& v, const Mask& mask, const at::Tensor& numerator, const at::Tensor& normaliser,
+                     const at::Tensor& key_max) {
+  return aft_fused_backward(grad_numerator, grad_normaliser, k, v, or_undefined(mask), numerator, normaliser, key_max);
+}
+Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& k, const at::Tensor& v, const Mask&,
+                      const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  return {at::empty_like(k), at::empty_like(v)};
+}
+
+// mask: bool [B,T], or an empty tensor for none (autograd arguments must be defined tensors).
+Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
+
 class FusedAft : public torch::autograd::Function<FusedAft> {
  public:
-  // mask: bool [B,T], or an empty tensor for none (autograd arguments must be defined tensors).
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& k,
                                                 const torch::Tensor& v, const torch::Tensor& mask) {
-    auto r = aft_fused_forward(k, v, mask.numel() > 0 ? mask : torch::Tensor());
-    ctx->save_for_backward({k, v, mask, r.numerator, r.normaliser, r.key_max});
-    return {r.numerator, r.normaliser};
+    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_aft_forward");
+    auto r = kernel_call(kernel, k, v, given(mask));
+    ctx->save_for_backward({k, v, mask, r[0], r[1], r[2]});
+    return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_aft_backward");
     auto s = ctx->get_saved_variables();
     // An output that did not reach the loss has no gradient: it contributes zero.
     auto grad_or_zero = [&](const torch::Tensor& g) { return g.defined() ? g : torch::zeros_like(s[0]); };
-    auto g = aft_fused_backward(grad_or_zero(grads[0]), grad_or_zero(grads[1]), s[0], s[1],
-                                s[2].numel() > 0 ? s[2] : torch::Tensor(), s[3], s[4], s[5]);
+    auto g = kernel_call(kernel, grad_or_zero(grads[0]), grad_or_zero(grads[1]), s[0], s[1], given(s[2]), s[3], s[4],
+                         s[5]);
     return {g[0], g[1], torch::Tensor()};
   }
 };
@@ -35,3 +67,11 @@ PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& 
 }
 
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_kernel<&forward_cpu, &forward_meta>(m, "_aft_forward(Tensor k, Tensor v, Tensor? mask) -> Tensor[]");
+  define_kernel<&backward_cpu, &backward_meta>(
+      m, "_aft_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor k, Tensor v, Tensor? mask, "
+         "Tensor numerator, Tensor normaliser, Tensor key_max) -> Tensor[]");
+}

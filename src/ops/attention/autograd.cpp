@@ -1,28 +1,60 @@
-// The autograd Function joining the fused attention forward and its hand-written backward.
+// The autograd Function joining the fused attention forward and its hand-written backward. Both kernels are
+// operators of their own (torch.ops.seqmix._attention_forward/_backward, with Meta kernels) that the Function
+// calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
 
 namespace seqmix::ops {
 namespace {
 
+using Tensors = std::vector<at::Tensor>;
+using Mask = c10::optional<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, double, const Mask&);
+using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&, bool, double, const Mask&);
+
+// {out [B,T,H,dv], lse [B,H,T]}
+Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
+                    const Mask& key_mask) {
+  auto r = softmax_attention_fused_forward(q, k, v, causal, scale, or_undefined(key_mask));
+  return {r.out, r.lse};
+}
+Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, bool, double, const Mask&) {
+  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2);
+  return {empty_meta(q, {B, T, H, v.sym_size(3)}), empty_meta(q, {B, H, T})};
+}
+// {dq, dk, dv}
+Tensors backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& out, const at::Tensor& lse, bool causal, double scale, const Mask& key_mask) {
+  return softmax_attention_fused_backward(grad_out, q, k, v, out, lse, causal, scale, or_undefined(key_mask));
+}
+Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor&, const at::Tensor&, bool, double, const Mask&) {
+  return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
+}
+
+// key_mask: bool [B,S], or an empty tensor for none (autograd arguments must be defined tensors).
+Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
+
 class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAttention> {
  public:
-  // key_mask: bool [B,S], or an empty tensor for none (autograd arguments must be defined tensors).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, bool causal, double scale, const torch::Tensor& key_mask) {
-    const auto mask = key_mask.numel() > 0 ? key_mask : torch::Tensor();
-    auto r = softmax_attention_fused_forward(q, k, v, causal, scale, mask);
-    ctx->save_for_backward({q, k, v, r.out, r.lse, key_mask});
+    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_attention_forward");
+    auto r = kernel_call(kernel, q, k, v, causal, scale, given(key_mask));
+    ctx->save_for_backward({q, k, v, r[0], r[1], key_mask});
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
-    return r.out;
+    return r[0];
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_attention_backward");
     auto s = ctx->get_saved_variables();
-    auto g = softmax_attention_fused_backward(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool(),
-                                              ctx->saved_data["scale"].toDouble(), s[5].numel() > 0 ? s[5] : torch::Tensor());
+    auto g = kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool(),
+                         ctx->saved_data["scale"].toDouble(), given(s[5]));
     return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -36,3 +68,12 @@ at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, con
 }
 
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_kernel<&forward_cpu, &forward_meta>(
+      m, "_attention_forward(Tensor q, Tensor k, Tensor v, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
+  define_kernel<&backward_cpu, &backward_meta>(
+      m, "_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
+         "float scale, Tensor? key_mask) -> Tensor[]");
+}

@@ -138,9 +138,47 @@ using TensorPair = std::tuple<at::Tensor, at::Tensor>;
 inline TensorPair pair(const PriorRead& r) { return {r.numerator, r.normaliser}; }
 inline at::Tensor or_undefined(const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); }
 inline Impl impl_of(c10::string_view name) { return parse_impl(std::string(name)); }
+// The outputs of the scans that carry a state: the read and the final state (undefined unless asked for).
+using ReadAndState = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// q scaled by `scale` when given (flash-linear-attention's scale; seqmix's default is no scaling).
+inline at::Tensor scaled(const at::Tensor& q, c10::optional<double> scale) { return scale ? q * *scale : q; }
 // A state dtype argument: float32 unless given.
 inline at::TensorOptions options_of(c10::optional<at::ScalarType> dtype) {
   return at::TensorOptions().dtype(dtype.value_or(at::kFloat));
 }
+
+}  // namespace seqmix::ops
+
+namespace seqmix::ops {
+
+// A fused kernel as an operator of its own, torch.ops.seqmix._<name> (internal, not API): its CPU kernel computes
+// and its Meta kernel only makes the outputs' shapes. The fused ops' autograd Functions call their forward and
+// backward kernels through it (kernel_op), so torch.compile's tracing, which runs on fake tensors, reaches the
+// shapes and records the kernel as one node of its graph, forward and backward alike.
+template <auto cpu, auto meta>
+void define_kernel(torch::Library& m, const char* schema) {
+  const c10::FunctionSchema parsed = torch::schema(schema);
+  m.def(schema);
+  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(cpu)));
+  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Meta, TORCH_FN(meta)));
+}
+
+// The kernel operator `name` ("seqmix::_gla_forward"), for calling below autograd (kernel_call).
+template <class Signature>
+c10::TypedOperatorHandle<Signature> kernel_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+// Calls a kernel operator from an autograd Function: below autograd, which the Function itself is.
+template <class Signature, class... Args>
+auto kernel_call(const c10::TypedOperatorHandle<Signature>& op, Args&&... args) {
+  at::AutoDispatchBelowADInplaceOrView below;
+  return op.call(std::forward<Args>(args)...);
+}
+
+// Meta kernels' outputs: an empty tensor of t's dtype with these (possibly symbolic) sizes.
+inline at::Tensor empty_meta(const at::Tensor& like, c10::SymIntArrayRef sizes) {
+  return at::empty_symint(sizes, like.options());
+}
+inline at::Tensor empty_meta_like(const at::Tensor& t) { return at::empty_like(t); }
 
 }  // namespace seqmix::ops

@@ -16,9 +16,14 @@ std::vector<BadCall> delta_bad_calls();
 
 namespace {
 
-TensorPair delta_rule_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                         c10::string_view impl) {
-  return pair(delta_rule(q, k, v, beta, impl_of(impl)));
+// With a state (fla's initial_state / output_final_state): the read continued from kv, k_sum and the state after
+// the last position.
+ReadAndState delta_rule_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                           c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
+                           const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
+  const ReadWithState r = delta_rule_from_state(scaled(q, scale), k, v, beta, {or_undefined(kv), or_undefined(k_sum)},
+                                                output_final_state, impl_of(impl));
+  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
@@ -68,8 +73,9 @@ SEQMIX_OP_FAMILY(declare_delta);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='naive') "
-                               "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='naive', "
+                               "float? scale=None, Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False) "
+                               "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&delta_rule_step_op>(m, "delta_rule_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor beta_t, Tensor kv, "
                                     "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
 }

@@ -1,23 +1,52 @@
-// The autograd Function joining the causal Hadamard Exp scan and its hand-written backward.
+// The autograd Function joining the causal Hadamard Exp scan and its hand-written backward. Both kernels are
+// operators of their own (torch.ops.seqmix._ela_hadamard_forward/_backward, with Meta kernels) that the Function
+// calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/torch_op.h"
 #include "fused_kernels.h"
 
 namespace seqmix::ops {
 namespace {
 
+using Tensors = std::vector<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+
+// {y [B,T,H,dv], normaliser [B,T,H], key_max [B,T,H,dk]}
+Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  auto r = hadamard_scan_forward(q, k, v);
+  return {r.y, r.normaliser, r.key_max};
+}
+Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2);
+  return {empty_meta(q, {B, T, H, v.sym_size(3)}), empty_meta(q, {B, T, H}), empty_meta(q, {B, T, H, k.sym_size(3)})};
+}
+// {dq, dk, dv}
+Tensors backward_cpu(const at::Tensor& grad_y, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& y, const at::Tensor& normaliser, const at::Tensor& key_max) {
+  return hadamard_scan_backward(grad_y, q, k, v, {y, normaliser, key_max});
+}
+Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
+}
+
 class HadamardScan : public torch::autograd::Function<HadamardScan> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                                 const torch::Tensor& k, const torch::Tensor& v) {
-    auto r = hadamard_scan_forward(q, k, v);
-    ctx->save_for_backward({q, k, v, r.y, r.normaliser, r.key_max});
-    return {r.y};
+    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_ela_hadamard_forward");
+    auto r = kernel_call(kernel, q, k, v);
+    ctx->save_for_backward({q, k, v, r[0], r[1], r[2]});
+    return {r[0]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_ela_hadamard_backward");
     auto s = ctx->get_saved_variables();
-    return hadamard_scan_backward(grads[0], s[0], s[1], s[2], {s[3], s[4], s[5]});
+    return kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], s[5]);
   }
 };
 
@@ -28,3 +57,11 @@ at::Tensor hadamard_scan(const at::Tensor& q, const at::Tensor& k, const at::Ten
 }
 
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_kernel<&forward_cpu, &forward_meta>(m, "_ela_hadamard_forward(Tensor q, Tensor k, Tensor v) -> Tensor[]");
+  define_kernel<&backward_cpu, &backward_meta>(
+      m, "_ela_hadamard_backward(Tensor grad_y, Tensor q, Tensor k, Tensor v, Tensor y, Tensor normaliser, "
+         "Tensor key_max) -> Tensor[]");
+}

@@ -1,13 +1,51 @@
 // The fused FEM softmax read as an autograd op: value clamp, scaling, the read and F = L / beta all run
-// in the kernel pair, which returns the gradients of q, k, v and beta.
+// in the kernel pair, which returns the gradients of q, k, v and beta. Both kernels are operators of their own
+// (torch.ops.seqmix._fem_softmax_forward/_backward, with Meta kernels) that the Function calls through the
+// dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
 #include "../common/checks.h"
+#include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
 
 namespace seqmix::ops {
 namespace {
+
+using Tensors = std::vector<at::Tensor>;
+using Mask = c10::optional<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
+                              double, const Mask&);
+using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, double, bool, double, const Mask&);
+
+// {mean [B,T,H,dv], free_energy [B,T,H,dv], lse [B,H,T]}
+Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
+                    bool causal, double scale, const Mask& key_mask) {
+  auto r = fem_softmax_read_fused_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
+  return {r.mean, r.free_energy, r.lse};
+}
+Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, const at::Tensor&, double, bool,
+                     double, const Mask&) {
+  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dv = v.sym_size(3);
+  return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, H, T})};
+}
+// {dq, dk, dv, dbeta}
+Tensors backward_cpu(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean, const at::Tensor& free_energy,
+                     const at::Tensor& lse, double cap, bool causal, double scale, const Mask& key_mask) {
+  return fem_softmax_read_fused_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
+                                         or_undefined(key_mask));
+}
+Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const at::Tensor& beta, const at::Tensor&, const at::Tensor&,
+                      const at::Tensor&, double, bool, double, const Mask&) {
+  return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(beta)};
+}
+
+// key_mask: bool [B,S], or an empty tensor for none (autograd arguments must be defined tensors).
+Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead> {
  public:
@@ -16,21 +54,21 @@ class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead
                                                 const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& beta, double cap, bool causal, double scale,
                                                 const torch::Tensor& key_mask) {
-    const auto mask = key_mask.numel() > 0 ? key_mask : torch::Tensor();
-    auto r = fem_softmax_read_fused_forward(q, k, v, beta, cap, causal, scale, mask);
-    ctx->save_for_backward({q, k, v, beta, r.mean, r.free_energy, r.lse, key_mask});
+    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_fem_softmax_forward");
+    auto r = kernel_call(kernel, q, k, v, beta, cap, causal, scale, given(key_mask));
+    ctx->save_for_backward({q, k, v, beta, r[0], r[1], r[2], key_mask});
     ctx->saved_data["cap"] = cap;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
-    return {r.mean, r.free_energy};
+    return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_fem_softmax_backward");
     auto s = ctx->get_saved_variables();
-    const FemReadForward saved{s[4], s[5], s[6]};
-    auto g = fem_softmax_read_fused_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], saved,
-                                             ctx->saved_data["cap"].toDouble(), ctx->saved_data["causal"].toBool(),
-                                             ctx->saved_data["scale"].toDouble(), s[7].numel() > 0 ? s[7] : torch::Tensor());
+    auto g = kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+                         ctx->saved_data["cap"].toDouble(), ctx->saved_data["causal"].toBool(),
+                         ctx->saved_data["scale"].toDouble(), given(s[7]));
     return {g[0], g[1], g[2], g[3], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -47,3 +85,13 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 }
 
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_kernel<&forward_cpu, &forward_meta>(
+      m, "_fem_softmax_forward(Tensor q, Tensor k, Tensor v, Tensor beta, float cap, bool causal, float scale, "
+         "Tensor? key_mask) -> Tensor[]");
+  define_kernel<&backward_cpu, &backward_meta>(
+      m, "_fem_softmax_backward(Tensor d_mean, Tensor d_free, Tensor q, Tensor k, Tensor v, Tensor beta, Tensor mean, "
+         "Tensor free_energy, Tensor lse, float cap, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
+}

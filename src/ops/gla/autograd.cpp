@@ -1,26 +1,48 @@
-// The autograd Function joining the fused GLA scan and its hand-written backward.
+// The autograd Function joining the fused GLA scan and its hand-written backward. Both kernels are operators of
+// their own (torch.ops.seqmix._gla_forward/_gla_backward, with Meta kernels), which the Function calls through
+// the dispatcher, so torch.compile traces them as two nodes on fake tensors.
 #include <torch/torch.h>
 
 #include "../common/checks.h"
+#include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
 
 namespace seqmix::ops {
 namespace {
 
+using Tensors = std::vector<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+
+// The shapes gla_fused_forward makes: numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1].
+Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay) {
+  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dk = q.sym_size(3), dv = v.sym_size(3);
+  const auto chunks = (T + gla_kernel::kChunk - 1) / gla_kernel::kChunk;
+  return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H}), empty_meta(q, {B, H, chunks, dk, dv + 1})};
+}
+
+Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor&) {
+  return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(log_decay)};
+}
+
 class FusedGla : public torch::autograd::Function<FusedGla> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                                 const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& log_decay) {
-    auto r = gla_kernel::gla_fused_forward(q, k, v, log_decay);
+    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_gla_forward");
+    auto r = kernel_call(kernel, q, k, v, log_decay);
     ctx->save_for_backward({q, k, v, log_decay, r[2]});
     return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_gla_backward");
     auto s = ctx->get_saved_variables();
-    return gla_kernel::gla_fused_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], s[4]);
+    return kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4]);
   }
 };
 
@@ -37,3 +59,12 @@ PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 }
 
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_FRAGMENT(seqmix, m) {
+  using namespace seqmix::ops;
+  define_kernel<&gla_kernel::gla_fused_forward, &forward_meta>(
+      m, "_gla_forward(Tensor q, Tensor k, Tensor v, Tensor log_decay) -> Tensor[]");
+  define_kernel<&gla_kernel::gla_fused_backward, &backward_meta>(
+      m, "_gla_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor q, Tensor k, Tensor v, "
+         "Tensor log_decay, Tensor states) -> Tensor[]");
+}

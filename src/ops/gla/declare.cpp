@@ -18,9 +18,15 @@ std::vector<BadCall> gla_bad_calls();
 
 namespace {
 
-TensorPair gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                  c10::string_view impl) {
-  return pair(gla(q, k, v, log_decay, impl_of(impl)));
+// With a state (fla's initial_state / output_final_state): the read continued from kv, k_sum and the state after
+// the last position.
+ReadAndState gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                    c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
+                    const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
+  const at::Tensor qs = scaled(q, scale);
+  const ReadWithState r = continue_decayed_scan(gla(qs, k, v, log_decay, impl_of(impl)), qs, k, v, log_decay,
+                                                {or_undefined(kv), or_undefined(k_sum)}, output_final_state);
+  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
@@ -101,8 +107,9 @@ SEQMIX_OP_FAMILY(declare_gla);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='fused') "
-                        "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='fused', float? scale=None, "
+                        "Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False) "
+                        "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "

@@ -18,7 +18,7 @@
 namespace seqmix::ops {
 namespace {
 
-constexpr int64_t kChunk = 64;
+using gla_kernel::kChunk;
 
 struct Dims {
   int64_t B, T, H, dk, dv;

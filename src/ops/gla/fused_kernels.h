@@ -6,6 +6,9 @@
 
 namespace seqmix::ops::gla_kernel {
 
+// Positions per chunk of the scan (the states saved for the backward are one per chunk).
+constexpr int64_t kChunk = 64;
+
 // {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]} (the state entering each chunk).
 std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                           const at::Tensor& log_decay);

@@ -18,9 +18,18 @@ std::vector<BadCall> linear_attention_bad_calls();
 
 namespace {
 
-TensorPair linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                               c10::string_view impl) {
-  return pair(linear_attention(q, k, v, causal, impl_of(impl)));
+// With a state (fla's initial_state / output_final_state, causal only): the read continued from kv, k_sum and the
+// state after the last position.
+ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                 c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
+                                 const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
+  const at::Tensor qs = scaled(q, scale);
+  const LinearAttentionState initial{or_undefined(kv), or_undefined(k_sum)};
+  TORCH_CHECK(causal || (!initial.kv.defined() && !initial.k_sum.defined() && !output_final_state),
+              "linear_attention: a state (kv, k_sum or output_final_state) needs causal=True");
+  const ReadWithState r = continue_decayed_scan(linear_attention(qs, k, v, causal, impl_of(impl)), qs, k, v,
+                                                at::Tensor(), initial, output_final_state);
+  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
@@ -89,7 +98,9 @@ SEQMIX_OP_FAMILY(declare_linear_attention);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&linear_attention_op>(m, "linear_attention(Tensor q, Tensor k, Tensor v, bool causal=True, "
-                                     "str impl='fused') -> (Tensor numerator, Tensor normaliser)");
+                                     "str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
+                                     "bool output_final_state=False) -> (Tensor numerator, Tensor normaliser, "
+                                     "Tensor kv, Tensor k_sum)");
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
                                           "Tensor k_sum)");

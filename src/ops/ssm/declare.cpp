@@ -18,9 +18,13 @@ std::vector<BadCall> ssm_bad_calls();
 
 namespace {
 
-at::Tensor ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                       const at::Tensor& c, c10::string_view impl) {
-  return ssm_scan(u, delta, A, b, c, impl_of(impl));
+// With a state (fla's initial_state / output_final_state): y continued from the state h_0 and the state after the
+// last position (undefined unless asked for).
+TensorPair ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                       const at::Tensor& c, c10::string_view impl, const c10::optional<at::Tensor>& state,
+                       bool output_final_state) {
+  const ScanWithState r = ssm_scan_from_state(u, delta, A, b, c, or_undefined(state), output_final_state, impl_of(impl));
+  return {r.y, r.final_state};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
@@ -87,7 +91,8 @@ SEQMIX_OP_FAMILY(declare_ssm);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='fused') -> Tensor");
+  define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='fused', "
+                             "Tensor? state=None, bool output_final_state=False) -> (Tensor y, Tensor state)");
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
                              "-> (Tensor y, Tensor state)");
   define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "
