@@ -88,7 +88,22 @@ class _Bound(torch.nn.Module):
                         "state_dict (or seqmix.save_weights) and build a new one")
 
 
-class Mixer(_Bound):
+class _Decodes:
+    """Token-by-token decoding of a causal mixer or an lm model: init_state(batch), then step(x_t, state) per
+    position or prefill(x, state) for a block; the state is the C++ module's, advanced in place."""
+
+    def init_state(self, batch: int):
+        return self._bound.init_state(batch)
+
+    def step(self, x_t: Tensor, state) -> Tensor:
+        """Mixer: x_t [B,dim] -> [B,dim]. Model: tokens [B] -> logits [B,V] (or features [B,F] -> [B,O])."""
+        return self._bound.step(x_t, state)
+
+    def prefill(self, x: Tensor, state) -> Tensor:
+        return self._bound.prefill(x, state)
+
+
+class Mixer(_Decodes, _Bound):
     """A sequence mixer by its spec, e.g. "softmax:heads=4", "fem:prior=gla", "hyperglu", "ela" (`seqmix list`).
 
     forward(x [B,T,dim]) -> [B,T,dim]. Causal mixers decode: init_state(batch), then step(x_t [B,dim], state)
@@ -105,14 +120,6 @@ class Mixer(_Bound):
             return self._bound.forward_masked(x, padding_mask)
         return self._bound.forward(x)
 
-    def init_state(self, batch: int):
-        return self._bound.init_state(batch)
-
-    def step(self, x_t: Tensor, state) -> Tensor:
-        return self._bound.step(x_t, state)
-
-    def prefill(self, x: Tensor, state) -> Tensor:
-        return self._bound.prefill(x, state)
 
 
 class ChannelMixer(_Bound):
@@ -130,7 +137,7 @@ class ChannelMixer(_Bound):
         return self._bound.auxiliary_loss()
 
 
-class Model(_Bound):
+class Model(_Decodes, _Bound):
     """A model by its spec (`seqmix list` "Models": lm, autoencoder, probe, forecaster, dlinear) around the
     given mixers, sized as a task would size it."""
 
@@ -149,17 +156,6 @@ class Model(_Bound):
 
     def auxiliary_loss(self) -> Optional[Tensor]:
         return self._bound.auxiliary_loss()
-
-    # Decoding (lm models).
-    def init_state(self, batch: int):
-        return self._bound.init_state(batch)
-
-    def step(self, inputs_t: Tensor, state) -> Tensor:
-        """tokens [B] -> logits [B,V] (or features [B,F] -> [B,O]), continuing from state."""
-        return self._bound.step(inputs_t, state)
-
-    def prefill(self, inputs: Tensor, state) -> Tensor:
-        return self._bound.prefill(inputs, state)
 
     def generate(self, prompt: Tensor, tokens: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> Tensor:
         """prompt [B,T0] tokens -> [B,T0+tokens], sampled step by step (temperature 0 = greedy), as `seqmix

@@ -175,10 +175,9 @@ auto kernel_call(const c10::TypedOperatorHandle<Signature>& op, Args&&... args) 
   return op.call(std::forward<Args>(args)...);
 }
 
-// Meta kernels' outputs: an empty tensor of t's dtype with these (possibly symbolic) sizes.
+// A Meta kernel's output: an empty tensor with like's dtype and device and these (possibly symbolic) sizes.
 inline at::Tensor empty_meta(const at::Tensor& like, c10::SymIntArrayRef sizes) {
   return at::empty_symint(sizes, like.options());
 }
-inline at::Tensor empty_meta_like(const at::Tensor& t) { return at::empty_like(t); }
 
 }  // namespace seqmix::ops
