@@ -21,12 +21,14 @@ def _seqmix_ops():
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: Optional[float] = None,
-              key_mask: Optional[Tensor] = None, impl: str = "fused") -> Tensor:
+              key_mask: Optional[Tensor] = None, impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """Softmax attention softmax_j(scale q_t . k_j) v_j (flash-style when fused: no T x S matrix).
 
     q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv]. scale defaults to 1/sqrt(dk); causal lets query t
-    see keys j <= t + S - T; key_mask [B,S] bool (True = a real key) drops padded keys."""
-    return _seqmix_ops().attention(q, k, v, causal, scale, key_mask, impl)
+    see keys j <= t + S - T; key_mask [B,S] bool (True = a real key) drops padded keys (whatever they hold).
+    cu_seqlens (int64 [N+1], flash-attn's convention) packs N sequences into q, k, v [1, total_T, H, d]: each
+    query sees only its own sequence, so the output equals each sequence run alone."""
+    return _seqmix_ops().attention(q, k, v, causal, scale, key_mask, impl, cu_seqlens)
 
 
 def relu_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, eps: float = 1e-12) -> Tensor:
@@ -89,26 +91,30 @@ def _with_state(numerator, normaliser, kv, k_sum, output_final_state):
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, impl: str = "fused",
                      scale: Optional[float] = None, initial_state: Optional[Tuple[Tensor, Tensor]] = None,
-                     output_final_state: bool = False):
+                     output_final_state: bool = False, cu_seqlens: Optional[Tensor] = None):
     """Linear attention's (numerator, normaliser): sum_j (q_t . k_j) v_j and sum_j q_t . k_j over j <= t
     (causal) or all j. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv] and [B,T,H].
 
     As flash-linear-attention: scale multiplies q (default: none); initial_state (kv [B,H,dk,dv], k_sum [B,H,dk])
     continues the scan from earlier positions (causal); output_final_state=True also returns the state after the
-    last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state."""
+    last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state. cu_seqlens
+    (int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...])."""
     kv, k_sum = _state_pair(initial_state)
-    return _with_state(*_seqmix_ops().linear_attention(q, k, v, causal, impl, scale, kv, k_sum, output_final_state),
-                       output_final_state)
+    return _with_state(*_seqmix_ops().linear_attention(q, k, v, causal, impl, scale, kv, k_sum, output_final_state,
+                                                       cu_seqlens), output_final_state)
 
 
 def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused", scale: Optional[float] = None,
-        initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False):
-    """Gated linear attention's (numerator, normaliser): S_t = exp(a_t) S_{t-1} + k_t v_t^T, numerator q_t S_t,
-    normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a [B,T,H] <= 0; chunked scan when fused.
-    scale, initial_state (kv, k_sum) and output_final_state as in linear_attention."""
+        initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False,
+        cu_seqlens: Optional[Tensor] = None):
+    """Gated linear attention's (numerator, normaliser): S_t = diag(exp(a_t)) S_{t-1} + k_t v_t^T, numerator
+    q_t S_t, normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a <= 0 per head [B,T,H] (chunked scan
+    when fused) or per key feature [B,T,H,dk] (the GLA paper's gates; recurrent scan when fused). scale,
+    initial_state (kv, k_sum) and output_final_state as in linear_attention. cu_seqlens (int64 [N+1]) packs N
+    sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...])."""
     kv, k_sum = _state_pair(initial_state)
-    return _with_state(*_seqmix_ops().gla(q, k, v, log_decay, impl, scale, kv, k_sum, output_final_state),
-                       output_final_state)
+    return _with_state(*_seqmix_ops().gla(q, k, v, log_decay, impl, scale, kv, k_sum, output_final_state,
+                                          cu_seqlens), output_final_state)
 
 
 def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive", scale: Optional[float] = None,
@@ -122,10 +128,18 @@ def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive
                        output_final_state)
 
 
-def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused") -> Tuple[Tensor, Tensor]:
+def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused",
+        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False):
     """AFT's (numerator, normaliser) per channel: sum_{i<=t} exp(k_i - m_t) v_i and sum_{i<=t} exp(k_i - m_t),
-    m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C]."""
-    return _seqmix_ops().aft(k, v, mask, impl)
+    m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C].
+
+    initial_state (state_numerator, state_normaliser, key_max), each [B,C] as aft_initial_state / aft_step keep
+    them, continues from earlier positions; output_final_state=True also returns the state after the last
+    position, (numerator, normaliser, state)."""
+    numerator_0, normaliser_0, key_max = (None, None, None) if initial_state is None else tuple(initial_state)
+    numerator, normaliser, *state = _seqmix_ops().aft(k, v, mask, impl, numerator_0, normaliser_0, key_max,
+                                                      output_final_state)
+    return (numerator, normaliser, tuple(state)) if output_final_state else (numerator, normaliser)
 
 
 def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "fused",
@@ -143,11 +157,18 @@ def normalised_read(numerator: Tensor, normaliser: Tensor, eps: float) -> Tensor
 
 
 def ela(q: Tensor, k: Tensor, v: Tensor, kernel: str = "hadamard_exp", causal: bool = True, eps: float = 1e-8,
-        impl: str = "fused") -> Tensor:
+        impl: str = "fused", scale: Optional[float] = None,
+        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False):
     """Exact Linear Attention: sum_j K(q_t, k_j) v_j / sum_j K(q_t, k_j) in O(T) through the kernel's exact
     features. kernel: hadamard_exp (sum_d exp(q_d + k_d)), sum_sq_euclidean (||q+k||^2), sub_sq_euclidean
-    (||q-k||^2), direction_magnitude. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv]."""
-    return _seqmix_ops().ela(q, k, v, kernel, causal, eps, impl)
+    (||q-k||^2), direction_magnitude. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv].
+
+    scale multiplies q. Causal only: initial_state (kv, k_sum, key_max) as ela_initial_state / ela_step keep it
+    (key_max empty for the polynomial kernels) continues from earlier positions; output_final_state=True returns
+    (y, state)."""
+    kv, k_sum, key_max = (None, None, None) if initial_state is None else tuple(initial_state)
+    y, *state = _seqmix_ops().ela(q, k, v, kernel, causal, eps, impl, scale, kv, k_sum, key_max, output_final_state)
+    return (y, tuple(state)) if output_final_state else y
 
 
 def hypermlp_read(q: Tensor, k: Tensor, v: Tensor, s1: Optional[Tensor] = None,

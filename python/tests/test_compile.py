@@ -54,6 +54,36 @@ class EveryOpCompiles(unittest.TestCase):
                             torch.testing.assert_close(g, e, atol=0, rtol=0)
 
 
+    def test_per_key_gates_and_state_handoff_compile(self):
+        """The same exactness for the calls the op table's samples do not make: GLA with per-key gates, and AFT,
+        ELA and GLA continuing from a state and returning theirs."""
+        B, T, H, DK, DV, C = 2, 70, 2, 3, 4, 3
+        q, k = torch.rand(B, T, H, DK) + 0.1, torch.rand(B, T, H, DK) + 0.1
+        v = torch.randn(B, T, H, DV)
+        a_key = -torch.rand(B, T, H, DK) * 0.3
+        k_aft, v_aft = torch.randn(B, T, C) * 2, torch.randn(B, T, C)
+
+        def calls(q, k, v, a_key, k_aft, v_aft):
+            num, den, gla_state = seqmix.gla(q[:, :30], k[:, :30], v[:, :30], a_key[:, :30], output_final_state=True)
+            num2, den2 = seqmix.gla(q[:, 30:], k[:, 30:], v[:, 30:], a_key[:, 30:], initial_state=gla_state)
+            n, d, aft_state = seqmix.aft(k_aft[:, :30], v_aft[:, :30], output_final_state=True)
+            n2, d2 = seqmix.aft(k_aft[:, 30:], v_aft[:, 30:], initial_state=aft_state)
+            y, ela_state = seqmix.ela(q[:, :30], k[:, :30], v[:, :30], output_final_state=True)
+            y2 = seqmix.ela(q[:, 30:], k[:, 30:], v[:, 30:], initial_state=ela_state)
+            return sum(x.sum() for x in (num, den, num2, den2, n, d, n2, d2, y, y2))
+
+        def run(fn):
+            args = [x.clone().requires_grad_() for x in (q, k, v, a_key, k_aft, v_aft)]
+            value = fn(*args)
+            return value, torch.autograd.grad(value, args)
+
+        eager_value, eager_grads = run(calls)
+        compiled_value, compiled_grads = run(torch.compile(calls, fullgraph=True, backend="aot_eager"))
+        torch.testing.assert_close(compiled_value, eager_value, atol=0, rtol=0)
+        for g, e in zip(compiled_grads, eager_grads):
+            torch.testing.assert_close(g, e, atol=0, rtol=0)
+
+
 class Block(torch.nn.Module):
     """PyTorch projections around seqmix's fused attention, GLA, FEM read and ELA."""
 

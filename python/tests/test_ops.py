@@ -74,6 +74,20 @@ def gla_ref(q, k, v, log_decay):
     return torch.einsum("bhts,bshd->bthd", w, v), w.sum(-1).permute(0, 2, 1)
 
 
+def gla_per_key_ref(q, k, v, log_decay):
+    """The per-key recurrence itself, one token at a time: S <- diag(exp(a_t)) S + k_t v_t^T, z likewise."""
+    B, T, H, dk = q.shape
+    S, z = q.new_zeros(B, H, dk, v.shape[-1]), q.new_zeros(B, H, dk)
+    nums, dens = [], []
+    for t in range(T):
+        decay = log_decay[:, t].exp()  # [B,H,dk]
+        S = decay[..., None] * S + k[:, t, ..., None] * v[:, t, :, None, :]
+        z = decay * z + k[:, t]
+        nums.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+        dens.append((q[:, t] * z).sum(-1))
+    return torch.stack(nums, 1), torch.stack(dens, 1)
+
+
 def delta_rule_ref(q, k, v, beta):
     """The recurrence itself, one token at a time: S <- (I - b k k^T) S + b k v^T, z the same on a value of ones."""
     B, T, H, dk = q.shape
@@ -466,6 +480,13 @@ class LinearScans(OpCase):
         for impl in op_impls("gla"):
             with self.subTest(impl=impl):
                 self.check(lambda q, k, v, a: seqmix.gla(q, k, v, a, impl), gla_ref, (q, k, v, a))
+
+    def test_gla_per_key(self):
+        q, k, v = randn(2, 7, 2, 3), randn(2, 7, 2, 3), randn(2, 7, 2, 2)
+        a = (-torch.rand(2, 7, 2, 3, dtype=D)).requires_grad_()  # a gate per key feature [B,T,H,dk]
+        for impl in op_impls("gla"):
+            with self.subTest(impl=impl):
+                self.check(lambda q, k, v, a: seqmix.gla(q, k, v, a, impl), gla_per_key_ref, (q, k, v, a))
 
     def test_delta_rule(self):
         unit = lambda x: (x / x.norm(dim=-1, keepdim=True)).detach().requires_grad_()

@@ -21,6 +21,7 @@ GatedLinearAttentionImpl::GatedLinearAttentionImpl(const GatedLinearAttentionOpt
   c.rope = options.rope;
   c.rope_theta = options.rope_theta;
   c.gate_normalizer = options.gate_normalizer;
+  c.per_key_decay = options.per_key;
   c.eps = options.eps;
   c.impl = options.impl;
   c.feature = options.feature;
@@ -39,7 +40,7 @@ const MixerDeclaration& gla_mixer_declaration() {
   static const MixerDeclaration declaration =
       MixerDeclarationOf<O>{
           .name = "gla",
-          .meaning = "gated linear attention with a data-dependent decay per head (causal)",
+          .meaning = "gated linear attention with a data-dependent decay per head or per key feature (causal)",
           .fields = {Field<O>::integer("heads", &O::heads, "number of heads (must divide the width)", 1),
                      Field<O>::choice("feature", &O::feature,
                                       {{"relu", FeatureMap::Relu}, {"elu", FeatureMap::Elu},
@@ -48,6 +49,8 @@ const MixerDeclaration& gla_mixer_declaration() {
                      Field<O>::flag("normalize", &O::normalize, "divide by the decayed normaliser (a decayed average)"),
                      Field<O>::real("gate_normalizer", &O::gate_normalizer, "divides the log decay logsigmoid(w.x+b)",
                                     1e-6),
+                     Field<O>::flag("per_key", &O::per_key,
+                                    "a decay per key feature [B,T,H,dk] (the GLA paper's gates), not per head"),
                      Field<O>::real("eps", &O::eps, "feature offset and normaliser floor", 0.0),
                      Field<O>::flag("rope", &O::rope, "rotary position embedding on q and k"),
                      Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),

@@ -23,6 +23,7 @@ std::vector<MixerCase> causal_cases() {
           {"ela:kernel=sub_sq_euclidean,rope=0,bias=1", 12}, {"ela:kernel=direction_magnitude,heads=3", 18},
           {"ela:impl=naive,scale=0.5", 16}, {"ela:heads=1,rope=0,out=0", 8},
           {"gla", 16},            {"gla:normalize=0,feature=identity", 16}, {"gla:rope=1,feature=elu", 16},
+          {"gla:per_key=1", 16},  {"gla:per_key=1,heads=2,normalize=0,feature=identity", 16},
           {"ssm", 12},            {"ssm:conv=0,state=3,expand=1", 10},
           {"delta", 16},          {"delta:heads=2,rope=1,bias=0", 16},
           {"fem:prior=delta", 16}, {"fem:prior=delta,cap=0", 16}, {"fem:prior=delta,flags=C", 16},

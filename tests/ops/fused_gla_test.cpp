@@ -1,6 +1,6 @@
 // The fused chunked GLA scan against its naive twin: outputs and the gradients w.r.t. q, k, v and the log
 // decay, fp64 fused against fp64 naive (tight) and fp32 fused against fp64 naive (loose), over lengths
-// around the chunk size, odd head widths, strong and zero decay; fused linear attention against its
+// around the chunk size, odd head widths, strong and zero decay, per head and per key feature; fused linear attention against its
 // naive twin; the decode step against the scan; argument checks.
 #include <gtest/gtest.h>
 
@@ -123,10 +123,9 @@ TEST(FusedGla, GradientsWhenOnlyTheNumeratorIsUsed) {
   for (size_t i = 0; i < fused.size(); ++i) EXPECT_CLOSE(fused[i], naive[i], 1e-10, 1e-12);
 }
 
-TEST(FusedGla, DecodeStepsMatchTheScan) {
-  const Shape s{2, 70, 3, 5, 4};
+// Decoding position by position from a fresh state equals the fused scan, for a log decay per head or per key.
+void expect_steps_match_scan(const Shape& s, const torch::Tensor& a) {
   auto q = rnd({s.B, s.T, s.H, s.dk}, 1), k = rnd({s.B, s.T, s.H, s.dk}, 2), v = rnd({s.B, s.T, s.H, s.dv}, 3);
-  auto a = gate_log_decay(s, 4);
   auto state = ops::linear_attention_initial_state(s.B, s.H, s.dk, s.dv, q.options());
   std::vector<torch::Tensor> numerators, normalisers;
   for (int64_t t = 0; t < s.T; ++t) {
@@ -137,6 +136,58 @@ TEST(FusedGla, DecodeStepsMatchTheScan) {
   auto scan = ops::gla_fused(q, k, v, a);
   EXPECT_CLOSE(torch::cat(numerators, 1), scan.numerator, 1e-10, 1e-12);
   EXPECT_CLOSE(torch::cat(normalisers, 1), scan.normaliser, 1e-10, 1e-12);
+}
+
+TEST(FusedGla, DecodeStepsMatchTheScan) {
+  const Shape s{2, 70, 3, 5, 4};
+  expect_steps_match_scan(s, gate_log_decay(s, 4));
+}
+
+// Per-key decays [B,T,H,dk], as the gla mixer's per_key=1 makes them: log sigmoid of N(3, 2^2) per feature.
+torch::Tensor per_key_log_decay(const Shape& s, uint64_t seed) {
+  return torch::log_sigmoid(3.0 + 2.0 * rnd({s.B, s.T, s.H, s.dk}, seed));
+}
+
+TEST(FusedGlaPerKey, MatchesNaiveAroundTheChunkSize) {
+  uint64_t seed = 300;
+  for (int64_t T : {1, 2, 63, 64, 65, 130}) {
+    const Shape s{2, T, 2, 5, 3};
+    seed += 5;
+    compare_gla(s, per_key_log_decay(s, seed), seed);
+  }
+}
+
+TEST(FusedGlaPerKey, MatchesNaiveWithOddWidthsAndUnitKeys) {
+  const Shape odd{1, 70, 3, 7, 5};
+  compare_gla(odd, per_key_log_decay(odd, 400), 400);
+  const Shape unit{2, 66, 2, 1, 9};  // dk = 1: per key is per head
+  compare_gla(unit, per_key_log_decay(unit, 410), 410);
+}
+
+TEST(FusedGlaPerKey, MatchesNaiveWithStrongMixedAndZeroDecay) {
+  const Shape s{1, 150, 2, 6, 4};
+  // Per feature: some forget at once (-5 per step), some keep everything (0).
+  auto mixed = torch::zeros({s.B, s.T, s.H, s.dk}, torch::kDouble);
+  mixed.narrow(-1, 0, 3).fill_(-5.0);
+  compare_gla(s, mixed, 500);
+  compare_gla(s, torch::full({s.B, s.T, s.H, s.dk}, -5.0, torch::kDouble), 505);
+  compare_gla(s, -3.0 - 2.0 * torch::rand({s.B, s.T, s.H, s.dk}, torch::kDouble), 510);
+  compare_gla(s, torch::zeros({s.B, s.T, s.H, s.dk}, torch::kDouble), 515);
+}
+
+TEST(FusedGlaPerKey, EqualsPerHeadWhenEveryFeatureDecaysAlike) {
+  const Shape s{2, 90, 2, 4, 3};
+  const auto q = rnd({s.B, s.T, s.H, s.dk}, 1), k = rnd({s.B, s.T, s.H, s.dk}, 2), v = rnd({s.B, s.T, s.H, s.dv}, 3);
+  const auto a = gate_log_decay(s, 4);
+  const auto per_head = ops::gla_fused(q, k, v, a);
+  const auto per_key = ops::gla_fused(q, k, v, a.unsqueeze(-1).expand({s.B, s.T, s.H, s.dk}));
+  EXPECT_CLOSE(per_key.numerator, per_head.numerator, 1e-10, 1e-12);
+  EXPECT_CLOSE(per_key.normaliser, per_head.normaliser, 1e-10, 1e-12);
+}
+
+TEST(FusedGlaPerKey, DecodeStepsMatchTheScan) {
+  const Shape s{2, 70, 3, 5, 4};
+  expect_steps_match_scan(s, per_key_log_decay(s, 4));
 }
 
 TEST(FusedLinearAttention, MatchesNaiveCausalAndBidirectional) {
@@ -158,7 +209,8 @@ TEST(FusedGla, RejectsBadArguments) {
   auto q = rnd({1, 4, 2, 3}, 1), v = rnd({1, 4, 2, 5}, 2), a = -torch::rand({1, 4, 2}, torch::kDouble);
   EXPECT_THROW(ops::gla_fused(q, rnd({1, 4, 2, 4}, 3), v, a), c10::Error);          // k wider than q
   EXPECT_THROW(ops::gla_fused(q, q, rnd({1, 5, 2, 5}, 3), a), c10::Error);          // v longer
-  EXPECT_THROW(ops::gla_fused(q, q, v, a.unsqueeze(-1)), c10::Error);               // log_decay [B,T,H,1]
+  EXPECT_THROW(ops::gla_fused(q, q, v, a.unsqueeze(-1)), c10::Error);               // log_decay [B,T,H,1], dk 3
+  EXPECT_THROW(ops::gla_fused(q, q, v, a.unsqueeze(-1).unsqueeze(-1)), c10::Error);  // log_decay of rank 5
   EXPECT_THROW(ops::gla_fused(q, q, v, -torch::rand({1, 4, 3}, torch::kDouble)), c10::Error);  // heads
   EXPECT_THROW(ops::gla_fused(q[0], q[0], v[0], a[0]), c10::Error);                 // no batch dimension
   EXPECT_THROW(ops::gla_fused(q, q, v.to(torch::kFloat), a), c10::Error);           // mixed dtypes

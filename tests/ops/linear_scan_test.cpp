@@ -97,6 +97,14 @@ TEST(LinearScans, FiniteDifferenceGradients) {
         return torch::cat({r.numerator.flatten(), r.normaliser.flatten()});
       },
       {q, k, v, a}));
+  // A decay per key feature [B,T,H,dk].
+  auto a_key = (-positive({1, 5, 2, 3}, 22)).requires_grad_();
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<torch::Tensor>& x) {
+        auto r = ops::gla_naive(x[0], x[1], x[2], x[3]);
+        return torch::cat({r.numerator.flatten(), r.normaliser.flatten()});
+      },
+      {q, k, v, a_key}));
 }
 
 TEST(SsmScanNaive, MatchesElementwiseRecurrence) {

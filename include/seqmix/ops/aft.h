@@ -32,6 +32,19 @@ PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state
 // max, and a reverse scan for the backward; O(T C) memory. Same outputs and gradients (k, v) as aft_naive.
 PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
 
+// State handoff (flash-linear-attention's initial_state / output_final_state): the read of positions 1..T when
+// `initial` (all three tensors, or none = a fresh state) already holds the positions before them, and, when
+// `final_state`, the state after position T (aft_step's layout; else left undefined). `zero_state` is the read
+// from a fresh state by any impl. Exact: with m_t this call's running max and M the state's, both parts move
+// to the joint max m'_t = max(M, m_t): numerator_t = numerator0_t e^{m_t - m'_t} + N e^{M - m'_t} (the
+// normaliser likewise), every exponent <= 0. Autograd through ATen (src/ops/aft/state.cpp).
+struct AftReadWithState {
+  PriorRead read;
+  AftState final_state;
+};
+AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor& k, const at::Tensor& mask,
+                                   const AftState& initial, bool final_state);
+
 // The one entry point: fused or naive.
 constexpr ImplSet kAftImpls = kFusedAndNaive;
 PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl);

@@ -72,6 +72,20 @@ ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
 at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
                     ElaState& state, double eps = 1e-8);
 
+// State handoff for the causal read (flash-linear-attention's initial_state / output_final_state): y of positions
+// 1..T when `initial` (kv and k_sum, plus key_max for hadamard_exp; all undefined = a fresh state) already holds
+// the positions before them, and, when `final_state`, the state after position T (ela_step's layout; else left
+// undefined). `zero_state` is y from a fresh state by either impl. Exact: the zero-start row sum D0 is rebuilt
+// in O(T d) (hadamard_exp: logcumsumexp of the keys) and y = (D0 y0 + phi S) / (D0 + phi . z), stabilised as
+// the kernels are (derivation in src/ops/ela/README.md). Autograd through ATen (src/ops/ela/state.cpp).
+struct ElaReadWithState {
+  at::Tensor y;
+  ElaState final_state;
+};
+ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tensor& q, const at::Tensor& k,
+                                   const at::Tensor& v, const ExactKernel& kernel, double eps,
+                                   const ElaState& initial, bool final_state);
+
 // The one entry point: fused (the linear form) or naive (the explicit quadratic form).
 constexpr ImplSet kElaImpls = kFusedAndNaive;
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,

@@ -11,8 +11,9 @@ namespace seqmix::ops {
 
 // Cumulative form: S_t = sum_{i<=t} k_i (x) v_i materialised as [B,T,H,dk,dv] (causal) or the full
 // sum (bidirectional); numerator_t = q_t S_t, normaliser_t = q_t . sum_{i<=t} k_i.
+// cu_seqlens (int64 [N+1], B = 1): N packed sequences, each read as if alone (here and in every entry point below).
 PriorRead linear_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 bool causal);
+                                 bool causal, const at::Tensor& cu_seqlens = {});
 
 // Recurrent state of the causal scan: kv = sum k (x) v [B,H,dk,dv], k_sum = sum k [B,H,dk].
 struct LinearAttentionState {
@@ -29,7 +30,7 @@ PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, co
 // State handoff, flash-linear-attention's initial_state and output_final_state: the causal read of positions
 // 1..T when `initial` (kv [B,H,dk,dv], k_sum [B,H,dk]; both undefined = zeros) already holds the positions
 // before them, and, when `final_state`, the state after position T (else left undefined). `zero_state` is the
-// read from zeros by any impl; log_decay [B,T,H] <= 0 for GLA, undefined for linear attention. Exact, with
+// read from zeros by any impl; log_decay [B,T,H] or [B,T,H,dk] <= 0 for GLA, undefined for linear attention. Exact, with
 // c_t = a_1 + ... + a_t: the initial state adds e^{c_t} q_t S_0 (and e^{c_t} q_t . z_0), the final state is
 // e^{c_T} S_0 + sum_i e^{c_T - c_i} k_i v_i^T (every exponent <= 0). Autograd through ATen (src/ops/gla/state.cpp).
 struct ReadWithState {
@@ -42,13 +43,21 @@ void check_initial_state(const char* op, const LinearAttentionState& initial, co
 ReadWithState continue_decayed_scan(const PriorRead& zero_state, const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, const at::Tensor& log_decay,
                                     const LinearAttentionState& initial, bool final_state);
+// The same for packed sequences (cu_seqlens, B = 1; undefined: continue_decayed_scan itself): one state per
+// sequence in and out, kv [N,H,dk,dv] and k_sum [N,H,dk], each sequence's slice continued on its own.
+ReadWithState continue_packed_scan(const PriorRead& zero_state, const at::Tensor& q, const at::Tensor& k,
+                                   const at::Tensor& v, const at::Tensor& log_decay,
+                                   const LinearAttentionState& initial, bool final_state,
+                                   const at::Tensor& cu_seqlens);
 
 // Fused twin of linear_attention_naive with O(T d) memory: causal runs GLA's chunked scan with zero decay
 // (gla_fused), bidirectional reads q (K^T V) and q . sum k. Same outputs and gradients as the naive op.
-PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                 const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused or naive.
 constexpr ImplSet kLinearAttentionImpls = kFusedAndNaive;
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl);
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
+                           const at::Tensor& cu_seqlens = {});
 
 }  // namespace seqmix::ops

@@ -1,6 +1,6 @@
 #pragma once
 // The priors that read through GLA's op, a decayed linear state (gla, lrnn_decay): they differ in their inputs
-// only. The decay Linear (one logit per head) and the read and decode step live here.
+// only. The decay Linear (one logit per head, or per head and key feature) and the read and decode step live here.
 #include "linear_state.h"
 #include "query_key.h"
 #include "seqmix/modules/init.h"
@@ -20,20 +20,27 @@ class DecayedLinearPrior : public LinearStatePrior {
   }
 
  protected:
-  // The decay Linear "decay" [H, D] with a bias, in `where`: initialised now (separate layout) or by init_decay().
+  // The decay logits per token: one per head, or one per head and key feature (per_key_decay).
+  int64_t decay_width() const { return config_.heads * (config_.per_key_decay ? config_.qk_head_dim : 1); }
+  // The decay Linear "decay" [decay_width, D] with a bias, in `where`: initialised now (separate layout) or by
+  // init_decay().
   void create_decay(torch::nn::Module& where) {
     if (config_.layout == QueryKeyLayout::packed)
-      decay_ = where.register_module("decay", torch::nn::Linear(config_.dim, config_.heads));
+      decay_ = where.register_module("decay", torch::nn::Linear(config_.dim, decay_width()));
     else
-      decay_ = make_linear(where, "decay", config_.dim, config_.heads, true);
+      decay_ = make_linear(where, "decay", config_.dim, decay_width(), true);
   }
   void init_decay() {
     if (config_.layout == QueryKeyLayout::packed) init_linear(decay_);
   }
-  // a_t = logsigmoid(w . x + b + modulation) / gate_normalizer per head [B,T,H], 0 at padded positions.
+  // a_t = logsigmoid(w . x + b + modulation) / gate_normalizer, [B,T,H] or [B,T,H,dk] (per_key_decay), 0 at
+  // padded positions.
   at::Tensor log_decay(const at::Tensor& x, const at::Tensor& modulation, const at::Tensor& mask) {
     auto a = at::log_sigmoid(plus_modulation(decay_(x), modulation)) / config_.gate_normalizer;
-    return mask.defined() ? a * mask.to(a.scalar_type()).unsqueeze(-1) : a;
+    if (config_.per_key_decay) a = a.view({x.size(0), x.size(1), config_.heads, config_.qk_head_dim});
+    if (!mask.defined()) return a;
+    auto real = mask.to(a.scalar_type()).view({mask.size(0), mask.size(1)});
+    return a * (config_.per_key_decay ? real.unsqueeze(-1).unsqueeze(-1) : real.unsqueeze(-1));
   }
   torch::nn::Linear decay_{nullptr};
 };

@@ -36,6 +36,7 @@ struct PriorConfig {
   bool rope = false;
   double rope_theta = 10000.0;
   double gate_normalizer = 16.0;  // gla, lrnn_decay: log decay = logsigmoid(.) / gate_normalizer
+  bool per_key_decay = false;     // gla: a decay per key feature [B,T,H,dk] (the GLA paper's gates), else per head
   double eps = 1e-6;              // feature offset (ReLU + eps)
   int64_t ssm_state = 16;
   bool bias = true;
@@ -59,7 +60,7 @@ using Positions = std::variant<int64_t, at::Tensor>;
 // Per-position prior parameters. T = 1 when decoding.
 struct PriorInputs {
   at::Tensor q, k;       // [B,T,H,dk]: softmax raw (after RoPE); linear/gla feature-mapped
-  at::Tensor log_decay;  // [B,T,H] (gla, lrnn_decay)
+  at::Tensor log_decay;  // [B,T,H] (gla, lrnn_decay) or [B,T,H,dk] (gla per_key_decay)
   at::Tensor keys;       // [B,T,H,dv] per-channel key logits (aft)
   at::Tensor delta;      // [B,T,H,dv] step sizes (ssm)
   at::Tensor b, c;       // [B,T,N] (ssm)

@@ -3,6 +3,8 @@
 // calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/checks.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/aft.h"
@@ -62,7 +64,12 @@ class FusedAft : public torch::autograd::Function<FusedAft> {
 }  // namespace
 
 PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
-  auto out = FusedAft::apply(k, v, mask.defined() ? mask : torch::empty({0}, torch::kBool));
+  if (!mask.defined()) {
+    auto out = FusedAft::apply(k, v, torch::empty({0}, torch::kBool));
+    return {out[0], out[1]};
+  }
+  check_aft_args("aft_fused", k, v, mask);
+  auto out = FusedAft::apply(finite_padding("aft_fused", "k", k, mask), finite_padding("aft_fused", "v", v, mask), mask);
   return {out[0], out[1]};
 }
 

@@ -1,6 +1,8 @@
 // The aft family in the op table and in torch.ops.seqmix: the AFT / LRNN-softmax read with the causal running
-// max (fused scan or naive), its decode step and state, and the FEM read through it.
+// max (fused scan or naive, with state handoff), its decode step and state, and the FEM read through it.
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/aft.h"
 #include "seqmix/ops/fem.h"
@@ -16,9 +18,18 @@ std::vector<BadCall> aft_bad_calls();
 
 namespace {
 
-TensorPair aft_op(const at::Tensor& k, const at::Tensor& v, const c10::optional<at::Tensor>& mask,
-                  c10::string_view impl) {
-  return pair(aft(k, v, or_undefined(mask), impl_of(impl)));
+// With a state (fla's initial_state / output_final_state): the read continued from the state, and the state
+// after the last position. Outputs must not alias each other or an input, so the final state is copied.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_op(
+    const at::Tensor& k, const at::Tensor& v, const c10::optional<at::Tensor>& mask, c10::string_view impl,
+    const c10::optional<at::Tensor>& state_numerator, const c10::optional<at::Tensor>& state_normaliser,
+    const c10::optional<at::Tensor>& key_max, bool output_final_state) {
+  const at::Tensor m = or_undefined(mask);
+  const AftState initial{or_undefined(state_numerator), or_undefined(state_normaliser), or_undefined(key_max)};
+  const AftReadWithState r = continue_aft_scan(aft(k, v, m, impl_of(impl)), k, m, initial, output_final_state);
+  const auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
+  return {r.read.numerator, r.read.normaliser, copy(r.final_state.numerator), copy(r.final_state.normaliser),
+          copy(r.final_state.key_max)};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
@@ -43,9 +54,13 @@ TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::T
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read");
-  const FemRead r = fem_capped_read("fem_aft_read", v, beta, cap, [&](const at::Tensor& values) {
-    const auto keys = at::cat({k, k}, -1).to(values.scalar_type());  // each channel's key logit, for both streams
-    return normalised_read(aft(keys, values, or_undefined(mask), chosen), kPriorNormaliserFloor);
+  const at::Tensor m = or_undefined(mask);
+  if (m.defined()) check_aft_args("fem_aft_read", k, v, m);
+  // Padding made finite before the value scaling too, whose exp would turn a NaN there into a NaN gradient.
+  const at::Tensor key = finite_padding("fem_aft_read", "k", k, m), value = finite_padding("fem_aft_read", "v", v, m);
+  const FemRead r = fem_capped_read("fem_aft_read", value, beta, cap, [&](const at::Tensor& values) {
+    const auto keys = at::cat({key, key}, -1).to(values.scalar_type());  // each channel's key logit, both streams
+    return normalised_read(aft(keys, values, m, chosen), kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -81,8 +96,10 @@ SEQMIX_OP_FAMILY(declare_aft);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused') "
-                        "-> (Tensor numerator, Tensor normaliser)");
+  define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused', Tensor? state_numerator=None, "
+                        "Tensor? state_normaliser=None, Tensor? key_max=None, bool output_final_state=False) "
+                        "-> (Tensor numerator, Tensor normaliser, Tensor state_numerator, Tensor state_normaliser, "
+                        "Tensor key_max)");
   define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor state_numerator, Tensor state_normaliser, "
                              "Tensor key_max, "
                              "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "

@@ -4,16 +4,18 @@
 #include <vector>
 
 #include "../common/checks.h"
+#include "../common/padding.h"
 #include "seqmix/ops/aft.h"
 
 namespace seqmix::ops {
 
 PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
   check_aft_args("aft_naive", k, v, mask);
+  const at::Tensor keys = finite_padding("aft_naive", "k", k, mask), values = finite_padding("aft_naive", "v", v, mask);
   auto state = aft_initial_state(k.size(0), k.size(2), k.options());
   std::vector<at::Tensor> num, den;
   for (int64_t t = 0; t < k.size(1); ++t) {
-    auto r = aft_step(k.select(1, t), v.select(1, t), state, mask.defined() ? mask.select(1, t) : at::Tensor());
+    auto r = aft_step(keys.select(1, t), values.select(1, t), state, mask.defined() ? mask.select(1, t) : at::Tensor());
     num.push_back(r.numerator);
     den.push_back(r.normaliser);
   }

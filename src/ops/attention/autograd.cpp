@@ -3,6 +3,9 @@
 // calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/checks.h"
+#include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
 
@@ -11,40 +14,46 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, double, const Mask&);
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, double, const Mask&,
+                              const Mask&);
 using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, bool, double, const Mask&);
+                               const at::Tensor&, const at::Tensor&, bool, double, const Mask&, const Mask&);
 
 // {out [B,T,H,dv], lse [B,H,T]}
 Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                    const Mask& key_mask) {
-  auto r = softmax_attention_fused_forward(q, k, v, causal, scale, or_undefined(key_mask));
+                    const Mask& key_mask, const Mask& cu_seqlens) {
+  auto r = softmax_attention_fused_forward(q, k, v, causal, scale, or_undefined(key_mask), or_undefined(cu_seqlens));
   return {r.out, r.lse};
 }
-Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, bool, double, const Mask&) {
+Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, bool, double, const Mask&,
+                     const Mask&) {
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2);
   return {empty_meta(q, {B, T, H, v.sym_size(3)}), empty_meta(q, {B, H, T})};
 }
 // {dq, dk, dv}
 Tensors backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& out, const at::Tensor& lse, bool causal, double scale, const Mask& key_mask) {
-  return softmax_attention_fused_backward(grad_out, q, k, v, out, lse, causal, scale, or_undefined(key_mask));
+                     const at::Tensor& out, const at::Tensor& lse, bool causal, double scale, const Mask& key_mask,
+                     const Mask& cu_seqlens) {
+  return softmax_attention_fused_backward(grad_out, q, k, v, out, lse, causal, scale, or_undefined(key_mask),
+                                          or_undefined(cu_seqlens));
 }
 Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor&, const at::Tensor&, bool, double, const Mask&) {
+                      const at::Tensor&, const at::Tensor&, bool, double, const Mask&, const Mask&) {
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
 }
 
-// key_mask: bool [B,S], or an empty tensor for none (autograd arguments must be defined tensors).
+// key_mask: bool [B,S], cu_seqlens: int64 [N+1], each or an empty tensor for none (autograd arguments must be
+// defined tensors).
 Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, bool causal, double scale, const torch::Tensor& key_mask) {
+                               const torch::Tensor& v, bool causal, double scale, const torch::Tensor& key_mask,
+                               const torch::Tensor& cu_seqlens) {
     static const auto kernel = kernel_op<ForwardKernel>("seqmix::_attention_forward");
-    auto r = kernel_call(kernel, q, k, v, causal, scale, given(key_mask));
-    ctx->save_for_backward({q, k, v, r[0], r[1], key_mask});
+    auto r = kernel_call(kernel, q, k, v, causal, scale, given(key_mask), given(cu_seqlens));
+    ctx->save_for_backward({q, k, v, r[0], r[1], key_mask, cu_seqlens});
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
     return r[0];
@@ -54,17 +63,28 @@ class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAtten
     static const auto kernel = kernel_op<BackwardKernel>("seqmix::_attention_backward");
     auto s = ctx->get_saved_variables();
     auto g = kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool(),
-                         ctx->saved_data["scale"].toDouble(), given(s[5]));
-    return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+                         ctx->saved_data["scale"].toDouble(), given(s[5]), given(s[6]));
+    return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                                   double scale, const at::Tensor& key_mask) {
-  return FusedSoftmaxAttention::apply(q, k, v, causal, scale,
-                                      key_mask.defined() ? key_mask : torch::empty({0}, torch::kBool));
+                                   double scale, const at::Tensor& key_mask, const at::Tensor& cu_seqlens) {
+  const auto none = [](at::ScalarType type) { return torch::empty({0}, type); };
+  const char* op = "softmax_attention_fused";
+  if (cu_seqlens.defined()) {
+    check_attention_args(op, q, k, v);
+    check_packed_attention(op, q, k, key_mask, cu_seqlens);
+    return FusedSoftmaxAttention::apply(q, k, v, causal, scale, none(torch::kBool), cu_seqlens);
+  }
+  if (!key_mask.defined())
+    return FusedSoftmaxAttention::apply(q, k, v, causal, scale, none(torch::kBool), none(torch::kLong));
+  check_attention_args(op, q, k, v);
+  check_key_mask(op, key_mask, k.size(0), k.size(1));
+  const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
+  return FusedSoftmaxAttention::apply(in.q, in.k, in.v, causal, scale, key_mask, none(torch::kLong));
 }
 
 }  // namespace seqmix::ops
@@ -72,8 +92,9 @@ at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, con
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_kernel<&forward_cpu, &forward_meta>(
-      m, "_attention_forward(Tensor q, Tensor k, Tensor v, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
+      m, "_attention_forward(Tensor q, Tensor k, Tensor v, bool causal, float scale, Tensor? key_mask, "
+         "Tensor? cu_seqlens) -> Tensor[]");
   define_kernel<&backward_cpu, &backward_meta>(
       m, "_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, bool causal, "
-         "float scale, Tensor? key_mask) -> Tensor[]");
+         "float scale, Tensor? key_mask, Tensor? cu_seqlens) -> Tensor[]");
 }

@@ -8,11 +8,11 @@
 namespace seqmix::ops {
 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl) {
+                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
   switch (check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention")) {
-    case Impl::fused: return softmax_attention_fused(q, k, v, causal, scale, key_mask);
-    case Impl::naive: return softmax_attention_naive(q, k, v, causal, scale, key_mask);
-    case Impl::torch: return softmax_attention_torch(q, k, v, causal, scale, key_mask);
+    case Impl::fused: return softmax_attention_fused(q, k, v, causal, scale, key_mask, cu_seqlens);
+    case Impl::naive: return softmax_attention_naive(q, k, v, causal, scale, key_mask, cu_seqlens);
+    case Impl::torch: return softmax_attention_torch(q, k, v, causal, scale, key_mask, cu_seqlens);
   }
   TORCH_CHECK(false, "softmax_attention: unknown impl");
 }
@@ -26,8 +26,10 @@ double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
 }
 
 at::Tensor attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                        c10::optional<double> scale, const c10::optional<at::Tensor>& key_mask, c10::string_view impl) {
-  return softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl));
+                        c10::optional<double> scale, const c10::optional<at::Tensor>& key_mask, c10::string_view impl,
+                        const c10::optional<at::Tensor>& cu_seqlens) {
+  return softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl),
+                           or_undefined(cu_seqlens));
 }
 
 at::Tensor relu_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
@@ -70,7 +72,7 @@ SEQMIX_OP_FAMILY(declare_attention);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&attention_op>(m, "attention(Tensor q, Tensor k, Tensor v, bool causal=True, float? scale=None, "
-                              "Tensor? key_mask=None, str impl='fused') -> Tensor");
+                              "Tensor? key_mask=None, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
   define_op<&relu_attention_op>(m, "relu_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float eps=1e-12) "
                                    "-> Tensor");
 }

@@ -38,7 +38,7 @@ void forward_kernel(const T* q, const T* k, const T* v, T* o, T* lse, int64_t B,
       std::fill(m, m + nr, minus_inf);
       std::fill(l, l + nr, T(0));
       const int64_t limit = vis.last_key(r1 - 1, S);
-      for (int64_t k0 = 0; k0 <= limit; k0 += kBlockK) {
+      for (int64_t k0 = vis.first_key(r0); k0 <= limit; k0 += kBlockK) {
         const int64_t k1 = std::min(limit + 1, k0 + kBlockK), nk = k1 - k0;
         const T* K = k + ((b * S + k0) * H + h) * dk;
         const T* V = v + ((b * S + k0) * H + h) * dv;
@@ -89,7 +89,8 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* o, const T* ls
         std::fill(dK, dK + nk * dk, T(0));
         std::fill(dV, dV + nk * dv, T(0));
         // First query that can see key k0: t + offset >= k0.
-        for (int64_t r0 = first_query_block_row(vis, k0, kBlockQ); r0 < Tq; r0 += kBlockQ) {
+        const int64_t rows_end = vis.last_query(k1 - 1, Tq) + 1;  // no later query sees the block
+        for (int64_t r0 = first_query_block_row(vis, k0, kBlockQ); r0 < rows_end; r0 += kBlockQ) {
           const int64_t r1 = std::min(Tq, r0 + kBlockQ), nr = r1 - r0;
           const T* Q = q + ((b * Tq + r0) * H + h) * dk;
           const T* dO = dout + ((b * Tq + r0) * H + h) * dv;
@@ -114,14 +115,15 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* o, const T* ls
 }  // namespace
 
 AttentionForward softmax_attention_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                                 bool causal, double scale, const at::Tensor& key_mask) {
-  check_flash_args("softmax_attention_fused", q_in, k_in, v_in, key_mask, scale);
+                                                 bool causal, double scale, const at::Tensor& key_mask,
+                                                 const at::Tensor& cu_seqlens) {
+  check_flash_args("softmax_attention_fused", q_in, k_in, v_in, key_mask, scale, cu_seqlens);
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
   auto out = at::empty({B, T, H, dv}, q.options());
   auto lse = at::empty({B, H, T}, q.options());
-  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
+  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr, cu_seqlens);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "softmax_attention_fused_forward", [&] {
     forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
                              out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>(), B, T, S, H, dk, dv,
@@ -133,8 +135,9 @@ AttentionForward softmax_attention_fused_forward(const at::Tensor& q_in, const a
 std::vector<at::Tensor> softmax_attention_fused_backward(const at::Tensor& grad_out, const at::Tensor& q_in,
                                                          const at::Tensor& k_in, const at::Tensor& v_in,
                                                          const at::Tensor& out, const at::Tensor& lse, bool causal,
-                                                         double scale, const at::Tensor& key_mask) {
-  check_flash_args("softmax_attention_fused_backward", q_in, k_in, v_in, key_mask, scale);
+                                                         double scale, const at::Tensor& key_mask,
+                                                         const at::Tensor& cu_seqlens) {
+  check_flash_args("softmax_attention_fused_backward", q_in, k_in, v_in, key_mask, scale, cu_seqlens);
   const auto expected_out = std::vector<int64_t>{q_in.size(0), q_in.size(1), q_in.size(2), v_in.size(3)};
   TORCH_CHECK(grad_out.sizes() == expected_out && out.sizes() == expected_out, "softmax_attention_fused_backward: ",
               "grad_out and out must be [B,T,H,dv] = ", at::IntArrayRef(expected_out), " (got ", grad_out.sizes(), " and ",
@@ -149,7 +152,7 @@ std::vector<at::Tensor> softmax_attention_fused_backward(const at::Tensor& grad_
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
   auto dq = at::zeros_like(q), dk_t = at::empty_like(k), dv_t = at::empty_like(v);  // every key row is written
-  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
+  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr, cu_seqlens);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "softmax_attention_fused_backward", [&] {
     backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
                               o.data_ptr<scalar_t>(), l.data_ptr<scalar_t>(), go.data_ptr<scalar_t>(),

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 
 #include "../common/checks.h"
+#include "../common/packing.h"
+#include "../common/padding.h"
 #include "seqmix/ops/attention.h"
 
 namespace seqmix::ops {
@@ -24,9 +26,18 @@ at::Tensor causal_key_mask(int64_t queries, int64_t keys, const at::Device& devi
 }
 
 at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Tensor& key_mask,
-                        const at::Device& device) {
+                        const at::Device& device, const at::Tensor& cu_seqlens) {
   TORCH_CHECK(0 <= queries && queries <= keys, "visible_keys: needs 0 <= queries <= keys (got ", queries,
               " queries and ", keys, " keys); queries are the last positions of the key sequence");
+  if (cu_seqlens.defined()) {
+    TORCH_CHECK(!key_mask.defined() && queries == keys,
+                "visible_keys: packed sequences (cu_seqlens) take neither a key_mask nor a cache (T == S)");
+    check_cu_seqlens("visible_keys", cu_seqlens, 1, keys);
+    const auto ids = sequence_ids(cu_seqlens, keys).to(device);
+    auto same = ids.unsqueeze(1) == ids.unsqueeze(0);  // [T,T]: query and key in one sequence
+    if (causal) same = same & causal_key_mask(queries, keys, device);
+    return same.view({1, 1, queries, keys});
+  }
   if (!key_mask.defined()) return causal ? causal_key_mask(queries, keys, device).view({1, 1, queries, keys}) : at::Tensor();
   TORCH_CHECK(key_mask.dim() == 2 && key_mask.size(1) == keys && key_mask.scalar_type() == at::kBool,
               "visible_keys: key_mask must be a bool tensor [B,", keys, "] (got ", key_mask.scalar_type(), " ", key_mask.sizes(), ")");
@@ -41,17 +52,19 @@ at::Tensor visible_keys(int64_t queries, int64_t keys, bool causal, const at::Te
 }
 
 at::Tensor softmax_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   bool causal, double scale, const at::Tensor& key_mask) {
+                                   bool causal, double scale, const at::Tensor& key_mask, const at::Tensor& cu_seqlens) {
   const char* op = "softmax_attention_naive";
   check_attention_args(op, q, k, v);
   check_key_mask(op, key_mask, k.size(0), k.size(1));
+  check_packed_attention(op, q, k, key_mask, cu_seqlens);
   check_scale(op, scale);
-  auto scores = raw_scores(q, k) * scale;
-  const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());
+  const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
+  auto scores = raw_scores(in.q, in.k) * scale;
+  const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device(), cu_seqlens);
   if (visible.defined())
     scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
   auto p = at::softmax(scores, -1);
-  return at::matmul(p, v.transpose(1, 2)).transpose(1, 2);
+  return at::matmul(p, in.v.transpose(1, 2)).transpose(1, 2);
 }
 
 at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -37,6 +37,23 @@ void check_same_float_dtype(const char* op, std::initializer_list<at::Tensor> te
   }
 }
 
+void check_positive(const char* op, const char* name, const at::Tensor& t) {
+  if (!t.defined() || t.numel() == 0 || t.is_meta() || t.unsafeGetTensorImpl()->is_python_dispatch()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor values = t.detach();
+  if ((values > 0).all().item<bool>()) return;
+  const at::Tensor bad = values.flatten().masked_select((values > 0).logical_not().flatten());
+  TORCH_CHECK(false, op, ": ", name, " must be > 0 in every entry (got ", bad.numel(), " entr",
+              bad.numel() == 1 ? "y" : "ies", " that are not, e.g. ", bad[0].item<double>(), ")");
+}
+
+void check_state_dtype(const char* op, const at::Tensor& input, std::initializer_list<at::Tensor> state) {
+  for (const auto& s : state)
+    TORCH_CHECK(!s.defined() || s.scalar_type() == input.scalar_type(), op, ": the decode state is ",
+                s.scalar_type(), " but the inputs are ", input.scalar_type(),
+                "; make the state with the inputs' dtype (the *_initial_state ops take dtype=)");
+}
+
 void check_kernel_inputs(const char* op, std::initializer_list<at::Tensor> tensors) {
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
@@ -97,10 +114,17 @@ void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tenso
   TORCH_CHECK(v.sizes().slice(0, 3) == q.sizes().slice(0, 3), op, ": v must share [B,T,H] with q (got ", v.sizes(),
               " and ", q.sizes(), ")");
   if (!log_decay.defined()) return;
-  check_rank(log_decay, op, "log_decay", 3, "B,T,H");
+  TORCH_CHECK(log_decay.dim() == 3 || log_decay.dim() == 4, op,
+              ": log_decay must be [B,T,H] (a decay per head) or [B,T,H,dk] (per key feature) (got ",
+              log_decay.sizes(), ")");
   check_same_float_dtype(op, {q, log_decay});
-  TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3), op, ": log_decay must share [B,T,H] with q (got ",
-              log_decay.sizes(), " and ", q.sizes(), ")");
+  if (log_decay.dim() == 3) {
+    TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3), op, ": log_decay must share [B,T,H] with q (got ",
+                log_decay.sizes(), " and ", q.sizes(), ")");
+  } else {
+    TORCH_CHECK(log_decay.sizes() == q.sizes(), op, ": a per-key log_decay must be [B,T,H,dk], q's shape (got ",
+                log_decay.sizes(), " and ", q.sizes(), ")");
+  }
 }
 
 void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
@@ -119,6 +143,7 @@ void check_scan_step_args(const char* op, const at::Tensor& q_t, const at::Tenso
               kv.sizes(), ")");
   TORCH_CHECK(k_sum.sizes() == kv.sizes().slice(0, 3), op, ": state.k_sum must be [B,H,F] = ", kv.sizes().slice(0, 3),
               " like state.kv (got ", k_sum.sizes(), ")");
+  check_state_dtype(op, q_t, {kv, k_sum});
 }
 
 void check_state_features_are_keys(const char* op, const at::Tensor& q_t, const at::Tensor& kv) {

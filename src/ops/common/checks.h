@@ -23,6 +23,12 @@ void check_key_mask(const char* op, const at::Tensor& key_mask, int64_t batch, i
 void check_scale(const char* op, double scale);
 // Throws unless eps >= 0 (a negative floor lets a zero or negative normaliser through the division).
 void check_eps(const char* op, double eps);
+// Throws unless every entry of t is > 0 (a NaN is not): a documented range, e.g. FEM's inverse temperature beta.
+// Skipped where the values cannot be read: Meta tensors and the fake tensors torch.compile traces with.
+void check_positive(const char* op, const char* name, const at::Tensor& t);
+// A decode step's state must have the dtype of its inputs (ATen would silently promote the step to the wider
+// one); the error names the state and the dtype to make it with.
+void check_state_dtype(const char* op, const at::Tensor& input, std::initializer_list<at::Tensor> state);
 // A decode state's constructor arguments: every named size >= 0 and a floating-point dtype.
 void check_state_args(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes,
                       const at::TensorOptions& options);
@@ -30,7 +36,7 @@ void check_state_args(const char* op, std::initializer_list<std::pair<const char
 // Per-op layouts, shared by each op's naive and fused forms.
 // Attention: q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv]; the T queries are the last of the S keys.
 void check_attention_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
-// Linear attention and GLA: q, k [B,T,H,dk], v [B,T,H,dv] (and log_decay [B,T,H] when defined).
+// Linear attention and GLA: q, k [B,T,H,dk], v [B,T,H,dv] (and log_decay [B,T,H] or [B,T,H,dk] when defined).
 void check_linear_scan_args(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& log_decay = {});
 // One decode step of a linear-attention-style scan: q_t, k_t [B,H,dk], v_t [B,H,dv], and the state

@@ -1,5 +1,5 @@
 // The ela family in the op table and in torch.ops.seqmix: Exact Linear Attention (the linear form, or the
-// explicit quadratic form as its naive twin), its decode step and state.
+// explicit quadratic form as its naive twin, with state handoff), its decode step and state.
 #include "../common/bench_inputs.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/ela.h"
@@ -17,9 +17,31 @@ std::vector<BadCall> ela_bad_calls();
 
 namespace {
 
-at::Tensor ela_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view kernel, bool causal,
-                  double eps, c10::string_view impl) {
-  return ela(q, k, v, exact_kernel(std::string(kernel)), causal, eps, impl_of(impl));
+// key_max as the decode ops pass it: empty ([0]) for the kernels without one (all but hadamard_exp).
+at::Tensor empty_as_undefined(const at::Tensor& key_max) { return key_max.numel() == 0 ? at::Tensor() : key_max; }
+at::Tensor undefined_as_empty(const at::Tensor& key_max, const at::Tensor& like) {
+  return key_max.defined() ? key_max : at::empty({0}, like.options());
+}
+
+// With a state (fla's scale, initial_state and output_final_state), causal only: y continued from the state,
+// and the state after the last position (undefined unless asked for; key_max empty for polynomial kernels).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_op(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view kernel_name, bool causal,
+    double eps, c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
+    const c10::optional<at::Tensor>& k_sum, const c10::optional<at::Tensor>& key_max, bool output_final_state) {
+  const ExactKernel& kernel = exact_kernel(std::string(kernel_name));
+  const at::Tensor qs = scaled(q, scale);
+  const at::Tensor y = ela(qs, k, v, kernel, causal, eps, impl_of(impl));
+  const bool with_state = kv.has_value() || k_sum.has_value() || key_max.has_value() || output_final_state;
+  if (!with_state) return {y, at::Tensor(), at::Tensor(), at::Tensor()};
+  TORCH_CHECK(causal, "ela: a state (kv, k_sum, key_max, output_final_state) needs causal=True");
+  const ElaState initial{or_undefined(kv), or_undefined(k_sum),
+                         key_max.has_value() ? empty_as_undefined(*key_max) : at::Tensor()};
+  const ElaReadWithState r = continue_ela_scan(y, qs, k, v, kernel, eps, initial, output_final_state);
+  if (!output_final_state) return {r.y, at::Tensor(), at::Tensor(), at::Tensor()};
+  // Outputs must not alias an input (a zero-length call hands the initial state back).
+  return {r.y, r.final_state.kv.clone(), r.final_state.k_sum.clone(),
+          undefined_as_empty(r.final_state.key_max, q).clone()};
 }
 
 // Decode, functional; key_max is empty ([0]) for kernels without one (all but hadamard_exp), in and out.
@@ -27,9 +49,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_step_op(const at:
                                                                        const at::Tensor& v_t, const at::Tensor& kv,
                                                                        const at::Tensor& k_sum, const at::Tensor& key_max,
                                                                        c10::string_view kernel, double eps) {
-  ElaState state{kv, k_sum, key_max.numel() == 0 ? at::Tensor() : key_max};
+  ElaState state{kv, k_sum, empty_as_undefined(key_max)};
   const at::Tensor y = ela_step(q_t, k_t, v_t, exact_kernel(std::string(kernel)), state, eps);
-  return {y, state.kv, state.k_sum, state.key_max.defined() ? state.key_max : at::empty({0}, kv.options())};
+  return {y, state.kv, state.k_sum, undefined_as_empty(state.key_max, kv)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ela_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
@@ -88,7 +110,9 @@ SEQMIX_OP_FAMILY(declare_ela);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&ela_op>(m, "ela(Tensor q, Tensor k, Tensor v, str kernel='hadamard_exp', bool causal=True, "
-                        "float eps=1e-8, str impl='fused') -> Tensor");
+                        "float eps=1e-8, str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
+                        "Tensor? key_max=None, bool output_final_state=False) "
+                        "-> (Tensor y, Tensor kv, Tensor k_sum, Tensor key_max)");
   define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
                              "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "
                              "Tensor key_max)");

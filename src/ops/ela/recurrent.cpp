@@ -26,6 +26,7 @@ at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tens
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
   check_eps(op, eps);
   if (kernel.exponential) {
+    check_state_dtype(op, q_t, {state.key_max});
     TORCH_CHECK(state.key_max.defined(), op, ": kernel '", kernel.name,
                 "' needs the state's key_max (was the state built by ela_initial_state for another kernel?)");
     TORCH_CHECK(state.key_max.sizes() == q_t.sizes() && state.kv.size(2) == q_t.size(2), op,

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "../common/checks.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
@@ -77,9 +78,15 @@ class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead
 
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask) {
-  check_rank(v, "fem_softmax_read_fused", "v", 4, "B,S,H,dv");
-  check_same_float_dtype("fem_softmax_read_fused", {q, k, v, beta});
-  auto read = FusedFemSoftmaxRead::apply(q, k, v, beta, cap, causal, scale,
+  const char* op = "fem_softmax_read_fused";
+  check_rank(v, op, "v", 4, "B,S,H,dv");
+  check_same_float_dtype(op, {q, k, v, beta});
+  if (key_mask.defined()) {
+    check_attention_args(op, q, k, v);
+    check_key_mask(op, key_mask, k.size(0), k.size(1));
+  }
+  const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
+  auto read = FusedFemSoftmaxRead::apply(in.q, in.k, in.v, beta, cap, causal, scale,
                                          key_mask.defined() ? key_mask : torch::empty({0}, torch::kBool));
   return {read[0], read[1]};
 }

@@ -2,6 +2,8 @@
 // argument. tests/ops/bad_shapes_test.cpp runs them.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "../common/bad_call_support.h"
 #include "seqmix/ops/fem.h"
 
@@ -19,11 +21,14 @@ std::vector<BadCall> fem_bad_calls() {
   const auto v3 = rnd({kB, kT, kC}), beta_c = positive({kC});
   cases.push_back({fs + ": negative cap", [=] { ops::fem_scale_values(v3, beta_c, -1.0); }, fs});
   cases.push_back({fs + ": beta of another width", [=] { ops::fem_scale_values(v3, positive({kC + 1}), cap); }, fs});
+  cases.push_back({fs + ": a zero beta", [=] { ops::fem_scale_values(v3, beta_c * torch::tensor({1.0, 0.0, 1.0}, kF64), cap); }, "beta must be > 0"});
+  cases.push_back({fs + ": a NaN beta", [=] { ops::fem_scale_values(v3, beta_c * torch::tensor({1.0, std::nan(""), 1.0}, kF64), cap); }, "beta must be > 0"});
   cases.push_back({fs + ": v of rank 0", [=] { ops::fem_scale_values(torch::scalar_tensor(1.0, kF64), beta_c, cap); }, fs});
 
   const std::string fr = "fem_restore";
   const auto z = positive({kB, kT, kC}), shift = rnd({kB, kT, 1});
   cases.push_back({fr + ": beta of another width", [=] { ops::fem_restore(z, shift, positive({kC + 1})); }, fr});
+  cases.push_back({fr + ": a negative beta", [=] { ops::fem_restore(z, shift, -beta_c); }, "beta must be > 0"});
   cases.push_back({fr + ": z of rank 0", [=] { ops::fem_restore(torch::scalar_tensor(1.0, kF64), shift, beta_c); }, fr});
   cases.push_back({fr + ": shift not broadcastable to z", [=] { ops::fem_restore(z, rnd({kB, kT, kC + 1}), beta_c); }, fr});
 

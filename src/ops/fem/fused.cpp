@@ -257,6 +257,7 @@ void check_read_args(const at::Tensor& v, const at::Tensor& beta, double cap) {
               " like v (got ", beta.scalar_type(), ")");
   TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), "fem_softmax_read_fused: beta must have H*dv = ",
               v.size(2) * v.size(3), " entries (got ", beta.numel(), ")");
+  check_positive("fem_softmax_read_fused", "beta", beta);
   TORCH_CHECK(cap > 0, "fem_softmax_read_fused: needs a value cap > 0 (got ", cap, ")");
   TORCH_CHECK(cap <= kMaxConstantShiftCap, "fem_softmax_read_fused: cap must be <= ", kMaxConstantShiftCap,
               " (got ", cap, ")");

@@ -3,6 +3,7 @@
 #include <ATen/ExpandUtils.h>
 
 #include "../common/checks.h"
+#include "../common/padding.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/fem.h"
 
@@ -15,6 +16,7 @@ FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double c
   TORCH_CHECK(beta.defined(), "fem_scale_values: beta is missing (expected one entry per value channel)");
   TORCH_CHECK(beta.numel() == v.size(-1), "fem_scale_values: beta must have one entry per value channel (got ",
               beta.numel(), " for ", v.size(-1), " channels)");
+  check_positive("fem_scale_values", "beta", beta);
   const auto b = beta.reshape({v.size(-1)});
   at::Tensor clipped = v;
   if (cap > 0) {
@@ -32,6 +34,7 @@ at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::T
               beta.defined() ? beta.numel() : 0, " for ", z.size(-1), " channels)");
   TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sizes(), z.sizes()), op, ": shift must broadcast to z ",
               z.sizes(), " (got ", shift.defined() ? shift.sizes() : at::IntArrayRef{}, ")");
+  check_positive(op, "beta", beta);
   return (z.log() + shift) / beta.reshape({z.size(-1)});
 }
 
@@ -47,9 +50,10 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
   TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), op, ": beta must have H*dv = ", v.size(2) * v.size(3),
               " entries (got ", beta.numel(), ")");
   const auto b = beta.reshape({v.size(2), v.size(3)});
-  const auto values = fem_scale_values(v.flatten(2), beta.reshape({-1}), cap);
+  const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
+  const auto values = fem_scale_values(in.v.flatten(2), beta.reshape({-1}), cap);
   const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
-  auto scores = at::matmul(q.transpose(1, 2), k.permute({0, 2, 3, 1})) * scale;  // [B,H,T,S]
+  auto scores = at::matmul(in.q.transpose(1, 2), in.k.permute({0, 2, 3, 1})) * scale;  // [B,H,T,S]
   const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());
   if (visible.defined()) scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
   const auto log_p = at::log_softmax(scores, -1);

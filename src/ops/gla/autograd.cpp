@@ -12,46 +12,69 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using Offsets = c10::optional<at::Tensor>;
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                              const Offsets&);
 using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Offsets&);
 
-// The shapes gla_fused_forward makes: numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1].
-Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay) {
+Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                    const Offsets& cu_seqlens) {
+  return gla_kernel::gla_fused_forward(q, k, v, log_decay, or_undefined(cu_seqlens));
+}
+Tensors backward_cpu(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& q,
+                     const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor& states,
+                     const Offsets& cu_seqlens) {
+  return gla_kernel::gla_fused_backward(grad_numerator, grad_normaliser, q, k, v, log_decay, states,
+                                        or_undefined(cu_seqlens));
+}
+
+// The shapes gla_fused_forward makes: numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,capacity,dk,dv+1].
+Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                     const Offsets& cu_seqlens) {
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dk = q.sym_size(3), dv = v.sym_size(3);
-  const auto chunks = (T + gla_kernel::kChunk - 1) / gla_kernel::kChunk;
+  const c10::SymInt sequences = cu_seqlens.has_value() ? cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
+  const auto chunks = gla_kernel::chunk_capacity(T, sequences);
   return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H}), empty_meta(q, {B, H, chunks, dk, dv + 1})};
 }
 
 Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
-                      const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor&) {
+                      const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor&, const Offsets&) {
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(log_decay)};
+}
+
+// cu_seqlens: int64 [N+1], or an empty tensor for none (autograd arguments must be defined tensors).
+c10::optional<at::Tensor> given(const at::Tensor& offsets) {
+  return offsets.numel() > 0 ? c10::optional<at::Tensor>(offsets) : c10::nullopt;
 }
 
 class FusedGla : public torch::autograd::Function<FusedGla> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                                 const torch::Tensor& k, const torch::Tensor& v,
-                                                const torch::Tensor& log_decay) {
+                                                const torch::Tensor& log_decay, const torch::Tensor& cu_seqlens) {
     static const auto kernel = kernel_op<ForwardKernel>("seqmix::_gla_forward");
-    auto r = kernel_call(kernel, q, k, v, log_decay);
-    ctx->save_for_backward({q, k, v, log_decay, r[2]});
+    auto r = kernel_call(kernel, q, k, v, log_decay, given(cu_seqlens));
+    ctx->save_for_backward({q, k, v, log_decay, r[2], cu_seqlens});
     return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     static const auto kernel = kernel_op<BackwardKernel>("seqmix::_gla_backward");
     auto s = ctx->get_saved_variables();
-    return kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4]);
+    auto g = kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], given(s[5]));
+    g.push_back(torch::Tensor());  // cu_seqlens
+    return g;
   }
 };
 
 }  // namespace
 
-PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay) {
+PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                    const at::Tensor& cu_seqlens) {
   // Before apply: autograd refuses an undefined input with a message that names no op.
-  check_rank(log_decay, "gla_fused", "log_decay", 3, "B,T,H");
-  auto out = FusedGla::apply(q, k, v, log_decay);
+  TORCH_CHECK(log_decay.defined(), "gla_fused: log_decay is required ([B,T,H] or [B,T,H,dk])");
+  auto out = FusedGla::apply(q, k, v, log_decay, cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong));
   PriorRead read;
   read.numerator = out[0];
   read.normaliser = out[1];
@@ -62,9 +85,9 @@ PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&gla_kernel::gla_fused_forward, &forward_meta>(
-      m, "_gla_forward(Tensor q, Tensor k, Tensor v, Tensor log_decay) -> Tensor[]");
-  define_kernel<&gla_kernel::gla_fused_backward, &backward_meta>(
+  define_kernel<&forward_cpu, &forward_meta>(
+      m, "_gla_forward(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor? cu_seqlens) -> Tensor[]");
+  define_kernel<&backward_cpu, &backward_meta>(
       m, "_gla_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor q, Tensor k, Tensor v, "
-         "Tensor log_decay, Tensor states) -> Tensor[]");
+         "Tensor log_decay, Tensor states, Tensor? cu_seqlens) -> Tensor[]");
 }

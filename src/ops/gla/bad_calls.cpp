@@ -17,7 +17,11 @@ std::vector<BadCall> gla_bad_calls() {
 
   const std::string gn = "gla_naive";
   cases.push_back({gn + ": q of rank 3", [=] { ops::gla_naive(q.flatten(2), k, v, a); }, gn});
-  cases.push_back({gn + ": log_decay of rank 4", [=] { ops::gla_naive(q, k, v, a.unsqueeze(-1)); }, gn});
+  cases.push_back({gn + ": log_decay [B,T,H,1] for keys of width dk", [=] { ops::gla_naive(q, k, v, a.unsqueeze(-1)); }, gn});
+  cases.push_back({gn + ": log_decay of rank 5", [=] { ops::gla_naive(q, k, v, a.unsqueeze(-1).unsqueeze(-1)); }, gn});
+  cases.push_back({gn + ": per-key log_decay with another key width", [=] {
+                     ops::gla_naive(q, k, v, -positive({kB, kT, kH, kDk + 1}));
+                   }, gn});
   cases.push_back({gn + ": log_decay with another head count", [=] { ops::gla_naive(q, k, v, -positive({kB, kT, kH + 1})); }, gn});
   cases.push_back({gn + ": log_decay missing", [=] { ops::gla_naive(q, k, v, torch::Tensor()); }, gn});
   cases.push_back({gn + ": v of another length", [=] { ops::gla_naive(q, k, rnd({kB, kT + 1, kH, kDv}), a); }, gn});
@@ -27,9 +31,13 @@ std::vector<BadCall> gla_bad_calls() {
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
   const auto a_t = -torch::softplus(rnd({kB, kH}));
   const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
-  cases.push_back({gs + ": log_decay_t of rank 3", [=] {
+  cases.push_back({gs + ": log_decay_t [B,H,1] for keys of width dk", [=] {
                      auto state = fresh_state();
                      ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1), state);
+                   }, gs});
+  cases.push_back({gs + ": log_decay_t of rank 4", [=] {
+                     auto state = fresh_state();
+                     ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1).unsqueeze(-1), state);
                    }, gs});
   cases.push_back({gs + ": q_t of rank 2", [=] {
                      auto state = fresh_state();
@@ -62,6 +70,9 @@ std::vector<BadCall> gla_bad_calls() {
   cases.push_back({gf + ": k with another head width", [=] { ops::gla_fused(q, rnd({kB, kT, kH, kDk + 1}), v, a); }, gf});
   cases.push_back({gf + ": log_decay with another head count", [=] { ops::gla_fused(q, k, v, -positive({kB, kT, kH + 1})); }, gf});
   cases.push_back({gf + ": log_decay missing", [=] { ops::gla_fused(q, k, v, torch::Tensor()); }, gf});
+  cases.push_back({gf + ": per-key log_decay with another head count", [=] {
+                     ops::gla_fused(q, k, v, -positive({kB, kT, kH + 1, kDk}));
+                   }, gf});
   cases.push_back({gf + ": mixed dtypes", [=] { ops::gla_fused(q, k, v, a.to(torch::kFloat)); }, gf});
   cases.push_back({gf + ": float16", [=] {
                      const auto h = torch::kHalf;

@@ -1,6 +1,6 @@
-// The gla family in the op table and in torch.ops.seqmix: gated linear attention with a per-head decay (fused
-// chunked scan or naive), its decode step, and the FEM read through it. LRNN-decay is benchmarked here too: it
-// is this op with unit features.
+// The gla family in the op table and in torch.ops.seqmix: gated linear attention with a decay per head or per
+// key feature (fused scan or naive; packed sequences), its decode step, and the FEM read through it. LRNN-decay is
+// benchmarked here too: it is this op with unit features.
 #include "../common/bench_inputs.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
@@ -9,9 +9,10 @@
 
 namespace seqmix::ops {
 
-PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl) {
-  return check_impl(impl, kGlaImpls, "gla") == Impl::fused ? gla_fused(q, k, v, log_decay)
-                                                           : gla_naive(q, k, v, log_decay);
+PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
+              const at::Tensor& cu_seqlens) {
+  return check_impl(impl, kGlaImpls, "gla") == Impl::fused ? gla_fused(q, k, v, log_decay, cu_seqlens)
+                                                           : gla_naive(q, k, v, log_decay, cu_seqlens);
 }
 
 std::vector<BadCall> gla_bad_calls();
@@ -19,13 +20,14 @@ std::vector<BadCall> gla_bad_calls();
 namespace {
 
 // With a state (fla's initial_state / output_final_state): the read continued from kv, k_sum and the state after
-// the last position.
+// the last position. Packed (cu_seqlens): one state per sequence, [N,H,dk,dv] and [N,H,dk], in and out.
 ReadAndState gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                     c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                    const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
-  const at::Tensor qs = scaled(q, scale);
-  const ReadWithState r = continue_decayed_scan(gla(qs, k, v, log_decay, impl_of(impl)), qs, k, v, log_decay,
-                                                {or_undefined(kv), or_undefined(k_sum)}, output_final_state);
+                    const c10::optional<at::Tensor>& k_sum, bool output_final_state,
+                    const c10::optional<at::Tensor>& cu_seqlens) {
+  const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
+  const ReadWithState r = continue_packed_scan(gla(qs, k, v, log_decay, impl_of(impl), offsets), qs, k, v, log_decay,
+                                               {or_undefined(kv), or_undefined(k_sum)}, output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
@@ -38,7 +40,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_step_op(const at:
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
-// The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head and step, causal).
+// The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and step,
+// causal).
 TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                            const at::Tensor& beta, double cap, c10::string_view impl) {
   TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
@@ -69,6 +72,19 @@ OpCase gla_case(Impl impl, const OpShape& s) {
   return gla_read_case(impl, q, k, v, {q, k, v});
 }
 
+// GLA with a decay per key feature, log_decay = logsigmoid(randn) / 16 [B,T,H,dk].
+OpCase gla_per_key_case(Impl impl, const OpShape& s) {
+  const auto q = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto k = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
+  const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
+  const auto log_decay = bench_inputs::leaf(at::log_sigmoid(at::randn({s.batch, s.length, s.heads, s.dk})) / 16);
+  return {[=] {
+            const PriorRead r = gla(q, k, v, log_decay, impl);
+            return std::vector<at::Tensor>{r.numerator, r.normaliser};
+          },
+          {q, k, v, log_decay}};
+}
+
 // LRNN-decay: GLA with unit features q = k = 1 of width 1 (constants, not leaves); dk is not used.
 OpCase lrnn_decay_case(Impl impl, const OpShape& s) {
   const auto ones = at::ones({s.batch, s.length, s.heads, 1});
@@ -86,6 +102,16 @@ OpFamily declare_gla() {
       .forward_flops = [](const OpShape& s) -> std::optional<double> {
         return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;  // the state path
       }};
+  const BenchCaseDeclaration per_key{
+      .name = "gla_per_key",
+      .order = 45,
+      .inputs = "as gla, log_decay = logsigmoid(randn) / 16 per key feature [B,T,H,dk]",
+      .impls = kGlaImpls,
+      .make = gla_per_key_case,
+      .forward_flops = [](const OpShape& s) -> std::optional<double> {
+        return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;  // the state path
+      },
+      .naive_shapes = {{1, 256, 4, 64, 64}}};  // the naive twin holds [B,H,T,T,dk]
   const BenchCaseDeclaration lrnn_decay{
       .name = "lrnn_decay",
       .order = 60,
@@ -95,7 +121,7 @@ OpFamily declare_gla() {
       .make = lrnn_decay_case};
   return {.name = "gla",
           .torch_ops = {{"gla", kGlaImpls}, {"gla_step"}, {"fem_gla_read", kGlaImpls}},
-          .bench_cases = {scan, lrnn_decay},
+          .bench_cases = {scan, per_key, lrnn_decay},
           .bad_calls = gla_bad_calls};
 }
 
@@ -108,8 +134,8 @@ SEQMIX_OP_FAMILY(declare_gla);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='fused', float? scale=None, "
-                        "Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False) "
-                        "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+                        "Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
+                        "Tensor? cu_seqlens=None) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "

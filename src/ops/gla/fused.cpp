@@ -12,19 +12,16 @@
 
 #include "../common/checks.h"
 #include "../common/kernel_utils.h"
+#include "../common/packing.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
 
 namespace seqmix::ops {
 namespace {
 
+using gla_kernel::Chunk;
 using gla_kernel::kChunk;
-
-struct Dims {
-  int64_t B, T, H, dk, dv;
-  int64_t width() const { return dv + 1; }  // augmented value width: [v, 1]
-  int64_t chunks() const { return (T + kChunk - 1) / kChunk; }
-};
+using Dims = gla_kernel::ScanDims;
 
 // Decay factors of one chunk of n positions from its log decays (stride H apart), all exponents <= 0:
 //   c_t = a_0 + ... + a_t (local log cumsum), decay_in[t] = e^{c_t} (from the chunk's entry state to t),
@@ -96,23 +93,24 @@ struct Workspace {
 template <typename T>
 void forward_kernel(const T* q, const T* k, const T* v, const T* log_decay, T* numerator, T* normaliser, T* states,
                     const Dims& d) {
-  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = d.chunks();
+  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = static_cast<int64_t>(d.chunks.size());
   const int64_t ld_qk = H * dk, ld_v = H * dv;
   at::parallel_for(0, d.B * H, 1, [&](int64_t begin, int64_t end) {
     Workspace<T> ws(d);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / H, h = task % H;
       T* state = ws.state.data();  // [dk, dv+1]: [S, z] entering the chunk
-      std::fill(state, state + dk * w, T(0));
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        const int64_t t0 = chunk * kChunk, n = std::min(kChunk, d.T - t0);
+        const Chunk& span = d.chunks[static_cast<size_t>(chunk)];
+        if (span.first_of_sequence) std::fill(state, state + dk * w, T(0));
+        const int64_t t0 = span.begin, n = span.end - span.begin;
         const int64_t row = (b * d.T + t0) * H + h;  // (b, t0, h)
         const T* Q = q + row * dk;
         const T* K = k + row * dk;
         chunk_decay(log_decay + row, H, n, ws.c.data(), ws.decay_in.data(), ws.decay_out.data(), ws.mask.data());
         T* values = ws.values.data();  // [n, dv+1] = [v, 1]
         pack_augmented<T>(v + row * dv, ld_v, nullptr, 0, n, dv, values);
-        std::copy(state, state + dk * w, states + (task * chunks + chunk) * dk * w);
+        std::copy(state, state + dk * w, states + (task * d.capacity + chunk) * dk * w);
 
         // Intra-chunk: scores = (Q K^T) ⊙ mask [n,n]; out = scores [v,1] + diag(e^c) Q [S,z]  [n, dv+1].
         T* scores = ws.scores.data();
@@ -139,7 +137,7 @@ void forward_kernel(const T* q, const T* k, const T* v, const T* log_decay, T* n
 template <typename T>
 void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, const T* states, const T* grad_numerator,
                      const T* grad_normaliser, T* dq, T* dk_out, T* dv_out, T* dlog_decay, const Dims& d) {
-  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = d.chunks();
+  const int64_t H = d.H, dk = d.dk, dv = d.dv, w = d.width(), chunks = static_cast<int64_t>(d.chunks.size());
   const int64_t ld_qk = H * dk, ld_v = H * dv;
   at::parallel_for(0, d.B * H, 1, [&](int64_t begin, int64_t end) {
     Workspace<T> ws(d);
@@ -148,14 +146,15 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
       T* dstate = ws.dstate.data();  // [dk, dv+1]: gradient w.r.t. [S, z] leaving the chunk
       std::fill(dstate, dstate + dk * w, T(0));
       for (int64_t chunk = chunks - 1; chunk >= 0; --chunk) {
-        const int64_t t0 = chunk * kChunk, n = std::min(kChunk, d.T - t0);
+        const Chunk& span = d.chunks[static_cast<size_t>(chunk)];
+        const int64_t t0 = span.begin, n = span.end - span.begin;
         const int64_t row = (b * d.T + t0) * H + h;
         const T* Q = q + row * dk;
         const T* K = k + row * dk;
         T* dQ = dq + row * dk;
         T* dK = dk_out + row * dk;
         T* dV = dv_out + row * dv;
-        const T* state = states + (task * chunks + chunk) * dk * w;  // [S, z] entering the chunk
+        const T* state = states + (task * d.capacity + chunk) * dk * w;  // [S, z] entering the chunk
         const T* decay_in = ws.decay_in.data();
         const T* decay_out = ws.decay_out.data();
         const T* mask = ws.mask.data();
@@ -217,8 +216,10 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
         kernel::gemm(true, false, n, dv, n, T(1), scores, n, grads, w, T(0), dV, ld_v);
         kernel::gemm(false, false, n, dv, dk, T(1), ws.scaled_k.data(), dk, dstate, w, T(1), dV, ld_v);
 
-        // Gradient w.r.t. the entry state: e^{c_last} dstate + Q^T diag(e^c) grads.
+        // Gradient w.r.t. the entry state: e^{c_last} dstate + Q^T diag(e^c) grads; none before a sequence's
+        // first chunk (its state starts from zero, not from the sequence before).
         kernel::gemm(true, false, dk, w, n, T(1), Q, ld_qk, scaled_g, w, decay_in[n - 1], dstate, w);
+        if (span.first_of_sequence) std::fill(dstate, dstate + dk * w, T(0));
       }
     }
   });
@@ -229,40 +230,65 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
 
 namespace gla_kernel {
 
-// Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]}.
+std::vector<Chunk> scan_chunks(const at::Tensor& cu_seqlens, int64_t T) {
+  std::vector<Chunk> chunks;
+  for (const Segment& sequence : sequence_segments(cu_seqlens, T))
+    for (int64_t t0 = sequence.begin; t0 < sequence.end; t0 += kChunk)
+      chunks.push_back({t0, std::min(sequence.end, t0 + kChunk), t0 == sequence.begin});
+  return chunks;
+}
+
+ScanDims scan_dims(const at::Tensor& q, const at::Tensor& v, const at::Tensor& cu_seqlens) {
+  const int64_t T = q.size(1), sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : 0;
+  return {q.size(0), T, q.size(2), q.size(3), v.size(3), scan_chunks(cu_seqlens, T), chunk_capacity(T, sequences)};
+}
+
+// Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,capacity,dk,dv+1]}; a rank-4 log_decay runs
+// the per-key scan.
 std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                          const at::Tensor& log_decay_in) {
+                                          const at::Tensor& log_decay_in, const at::Tensor& cu_seqlens) {
   check_linear_scan_args("gla_fused", q_in, k_in, v_in, log_decay_in);
   check_kernel_inputs("gla_fused", {q_in, k_in, v_in, log_decay_in});
+  check_cu_seqlens("gla_fused", cu_seqlens, q_in.size(0), q_in.size(1));
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
-  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+  const ScanDims d = scan_dims(q, v, cu_seqlens);
   auto numerator = at::empty({d.B, d.T, d.H, d.dv}, q.options());
   auto normaliser = at::empty({d.B, d.T, d.H}, q.options());
-  auto states = at::empty({d.B, d.H, d.chunks(), d.dk, d.width()}, q.options());
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_forward", [&] {
-    forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                             a.data_ptr<scalar_t>(), numerator.data_ptr<scalar_t>(), normaliser.data_ptr<scalar_t>(),
-                             states.data_ptr<scalar_t>(), d);
-  });
+  // Packed, the capacity may exceed the chunks; the unused entries stay zero.
+  auto states = at::zeros({d.B, d.H, d.capacity, d.dk, d.width()}, q.options());
+  if (a.dim() == 4) {
+    per_key_forward(q, k, v, a, numerator, normaliser, states, d);
+  } else {
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_forward", [&] {
+      forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                               a.data_ptr<scalar_t>(), numerator.data_ptr<scalar_t>(), normaliser.data_ptr<scalar_t>(),
+                               states.data_ptr<scalar_t>(), d);
+    });
+  }
   return {numerator, normaliser, states};
 }
 
 // Returns {dq, dk, dv, dlog_decay}; an undefined upstream gradient counts as zeros.
 std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
                                            const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                           const at::Tensor& log_decay_in, const at::Tensor& states_in) {
+                                           const at::Tensor& log_decay_in, const at::Tensor& states_in,
+                                           const at::Tensor& cu_seqlens) {
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
   auto states = states_in.contiguous();
-  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
+  const ScanDims d = scan_dims(q, v, cu_seqlens);
   auto g_num = grad_numerator.defined() ? grad_numerator.contiguous() : at::zeros({d.B, d.T, d.H, d.dv}, q.options());
   auto g_den = grad_normaliser.defined() ? grad_normaliser.contiguous() : at::zeros({d.B, d.T, d.H}, q.options());
   auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), da = at::empty_like(a);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_backward", [&] {
-    backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                              a.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), g_num.data_ptr<scalar_t>(),
-                              g_den.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
-                              dv.data_ptr<scalar_t>(), da.data_ptr<scalar_t>(), d);
-  });
+  if (a.dim() == 4) {
+    per_key_backward(g_num, g_den, q, k, v, a, states, dq, dk, dv, da, d);
+  } else {
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gla_fused_backward", [&] {
+      backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                                a.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), g_num.data_ptr<scalar_t>(),
+                                g_den.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                                dv.data_ptr<scalar_t>(), da.data_ptr<scalar_t>(), d);
+    });
+  }
   return {dq, dk, dv, da};
 }
 

@@ -9,12 +9,49 @@ namespace seqmix::ops::gla_kernel {
 // Positions per chunk of the scan (the states saved for the backward are one per chunk).
 constexpr int64_t kChunk = 64;
 
+// The chunks of the scan in order: each sequence (the whole row, or each one cu_seqlens packs) cut into chunks of
+// kChunk positions from its begin. The state enters a chunk from the chunk before, or from zero at a sequence's
+// first chunk (first_of_sequence).
+struct Chunk {
+  int64_t begin, end;
+  bool first_of_sequence;
+};
+std::vector<Chunk> scan_chunks(const at::Tensor& cu_seqlens, int64_t T);
+// The states' chunk axis: ceil(T / kChunk), plus one per packed sequence (each may end in a partial chunk);
+// `sequences` is 0 when not packed. Generic over int64_t and c10::SymInt (the Meta kernels).
+template <class Int>
+Int chunk_capacity(const Int& T, const Int& sequences) {
+  return (T + kChunk - 1) / kChunk + sequences;
+}
+
 // {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]} (the state entering each chunk).
+// log_decay [B,T,H] runs the chunked scan (fused.cpp), [B,T,H,dk] the per-key scan (fused_per_key.cpp).
+// cu_seqlens (int64 [N+1]) or undefined: packed sequences, each scanned from a zero state.
 std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                          const at::Tensor& log_decay);
+                                          const at::Tensor& log_decay, const at::Tensor& cu_seqlens = {});
 // {dq, dk, dv, dlog_decay}
 std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
                                            const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                           const at::Tensor& log_decay, const at::Tensor& states);
+                                           const at::Tensor& log_decay, const at::Tensor& states,
+                                           const at::Tensor& cu_seqlens = {});
+
+// One call's sizes and chunks, shared by the per-head and the per-key scan.
+struct ScanDims {
+  int64_t B, T, H, dk, dv;
+  std::vector<Chunk> chunks;  // in scan order (scan_chunks)
+  int64_t capacity;           // the states' chunk axis (chunk_capacity)
+  int64_t width() const { return dv + 1; }  // augmented value width: [v, 1]
+};
+ScanDims scan_dims(const at::Tensor& q, const at::Tensor& v, const at::Tensor& cu_seqlens);
+
+// The per-key scan (fused_per_key.cpp, log_decay [B,T,H,dk]) on contiguous inputs, into outputs allocated by
+// gla_fused_forward / gla_fused_backward (the same layouts as the per-head scan's).
+void per_key_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                     const at::Tensor& numerator, const at::Tensor& normaliser, const at::Tensor& states,
+                     const ScanDims& d);
+void per_key_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& q,
+                      const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor& states,
+                      const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv, const at::Tensor& dlog_decay,
+                      const ScanDims& d);
 
 }  // namespace seqmix::ops::gla_kernel

@@ -14,6 +14,10 @@ std::vector<BadCall> linear_attention_bad_calls() {
   std::vector<BadCall> cases;
 
   const std::string ln = "linear_attention_naive";
+  cases.push_back({"linear_attention_step: a float32 state for float64 inputs", [=] {
+                     auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::kFloat);
+                     ops::linear_attention_step(rnd({kB, kH, kDk}), rnd({kB, kH, kDk}), rnd({kB, kH, kDv}), state);
+                   }, "the decode state is Float but the inputs are Double"});
   cases.push_back({ln + ": q of rank 3", [=] { ops::linear_attention_naive(q.flatten(2), k, v, true); }, ln});
   cases.push_back({ln + ": k with another head width", [=] { ops::linear_attention_naive(q, rnd({kB, kT, kH, kDk + 1}), v, true); }, ln});
   cases.push_back({ln + ": k with another batch size", [=] { ops::linear_attention_naive(q, rnd({kB + 1, kT, kH, kDk}), v, false); }, ln});

@@ -8,10 +8,11 @@
 
 namespace seqmix::ops {
 
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl) {
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
+                           const at::Tensor& cu_seqlens) {
   return check_impl(impl, kLinearAttentionImpls, "linear_attention") == Impl::fused
-             ? linear_attention_fused(q, k, v, causal)
-             : linear_attention_naive(q, k, v, causal);
+             ? linear_attention_fused(q, k, v, causal, cu_seqlens)
+             : linear_attention_naive(q, k, v, causal, cu_seqlens);
 }
 
 std::vector<BadCall> linear_attention_bad_calls();
@@ -19,16 +20,17 @@ std::vector<BadCall> linear_attention_bad_calls();
 namespace {
 
 // With a state (fla's initial_state / output_final_state, causal only): the read continued from kv, k_sum and the
-// state after the last position.
+// state after the last position; packed (cu_seqlens), one state per sequence.
 ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                  c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                                 const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
-  const at::Tensor qs = scaled(q, scale);
+                                 const c10::optional<at::Tensor>& k_sum, bool output_final_state,
+                                 const c10::optional<at::Tensor>& cu_seqlens) {
+  const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
   const LinearAttentionState initial{or_undefined(kv), or_undefined(k_sum)};
   TORCH_CHECK(causal || (!initial.kv.defined() && !initial.k_sum.defined() && !output_final_state),
               "linear_attention: a state (kv, k_sum or output_final_state) needs causal=True");
-  const ReadWithState r = continue_decayed_scan(linear_attention(qs, k, v, causal, impl_of(impl)), qs, k, v,
-                                                at::Tensor(), initial, output_final_state);
+  const ReadWithState r = continue_packed_scan(linear_attention(qs, k, v, causal, impl_of(impl), offsets), qs, k, v,
+                                               at::Tensor(), initial, output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
@@ -99,8 +101,8 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&linear_attention_op>(m, "linear_attention(Tensor q, Tensor k, Tensor v, bool causal=True, "
                                      "str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
-                                     "bool output_final_state=False) -> (Tensor numerator, Tensor normaliser, "
-                                     "Tensor kv, Tensor k_sum)");
+                                     "bool output_final_state=False, Tensor? cu_seqlens=None) -> (Tensor numerator, "
+                                     "Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
                                           "Tensor k_sum)");

@@ -25,6 +25,7 @@ std::vector<BadCall> second_order_bad_calls() {
     cases.push_back({op + ": k with another batch size", [=] { read(q, rnd({kB + 1, kT, kH, kDk}), temperature, bias_scale, false); }, op});
     cases.push_back({op + ": temperature with another entry count", [=] { read(q, k, positive({kH + 1}), bias_scale, true); }, op});
     cases.push_back({op + ": bias_scale of rank 2", [=] { read(q, k, temperature, bias_scale.unsqueeze(0), true); }, op});
+    cases.push_back({op + ": a zero temperature", [=] { read(q, k, temperature * 0, bias_scale, true); }, "temperature must be > 0"});
     cases.push_back({op + ": temperature missing", [=] { read(q, k, torch::Tensor(), bias_scale, true); }, op});
     cases.push_back({op + ": mixed dtypes", [=] { read(q, k.to(torch::kFloat), temperature, bias_scale, true); }, op});
   }

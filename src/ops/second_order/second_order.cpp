@@ -43,6 +43,7 @@ at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const at::Tensor& bias_scale, bool causal) {
   check_second_order("mha2nd1st_read", q, k, k, {{"temperature", temperature}, {"bias_scale", bias_scale}});
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2);  // [B,H,T,d], [B,H,S,d]
+  check_positive("mha2nd1st_read", "temperature", temperature);
   auto p = distance_probabilities(qh, kh, temperature, causal);
   auto kbar = at::matmul(p, kh);
   auto u = qh - kbar;
@@ -54,6 +55,7 @@ at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Te
 at::Tensor mha2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                                      const at::Tensor& bias_scale, bool causal) {
   check_second_order("mha2nd1st_read_covariance", q, k, k, {{"temperature", temperature}, {"bias_scale", bias_scale}});
+  check_positive("mha2nd1st_read_covariance", "temperature", temperature);
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2);
   auto p = distance_probabilities(qh, kh, temperature, causal);
   auto kbar = at::matmul(p, kh);

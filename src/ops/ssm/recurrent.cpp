@@ -24,6 +24,7 @@ at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::
   check_same_size(u_t, 0, b_t, 0, op, "batch sizes of u_t and b_t");
   TORCH_CHECK(state.sizes() == at::IntArrayRef({u_t.size(0), A.size(0), A.size(1)}), op, ": state must be [B,C,N] = [",
               u_t.size(0), ",", A.size(0), ",", A.size(1), "] (got ", state.sizes(), ")");
+  check_state_dtype(op, u_t, {state});
   auto decay = (delta_t.unsqueeze(-1) * A).exp();                 // [B,C,N]
   auto input = (delta_t * u_t).unsqueeze(-1) * b_t.unsqueeze(1);  // [B,C,N]
   state = decay * state + input;

@@ -1,0 +1,32 @@
+#pragma once
+// Packed variable-length batches: N sequences concatenated along time in one row, [1, total_T, ...], delimited by
+// cu_seqlens, int64 [N+1] offsets with cu_seqlens[0] = 0 and cu_seqlens[N] = total_T (flash-linear-attention's
+// and flash-attn's convention). An op given cu_seqlens computes each sequence as if it ran alone.
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace seqmix::ops {
+
+// Throws a one-line error naming `op` unless cu_seqlens is int64 [N+1], starts at 0, never decreases and ends at
+// `length`, and the batch is 1. The value checks are skipped where values cannot be read (torch.compile's fake
+// tensors). Does nothing for an undefined cu_seqlens.
+void check_cu_seqlens(const char* op, const at::Tensor& cu_seqlens, int64_t batch, int64_t length);
+// Attention-style ops (q [B,T,H,d], k [B,S,H,d]) with cu_seqlens: also no key_mask and no cache (T == S).
+void check_packed_attention(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& key_mask,
+                            const at::Tensor& cu_seqlens);
+// [length] int64: the sequence each position belongs to (a static shape, so it traces under torch.compile).
+at::Tensor sequence_ids(const at::Tensor& cu_seqlens, int64_t length);
+// The sequences of one row as [begin, end) position ranges, in order: those of cu_seqlens, or the whole row when
+// it is undefined (the scans' outer loop; a sequence's state starts from zero at its begin).
+struct Segment {
+  int64_t begin, end;
+};
+std::vector<Segment> sequence_segments(const at::Tensor& cu_seqlens, int64_t length);
+// Per position t of [0, length): the first and the last position of its sequence (the kernels' loop bounds).
+struct SequenceBounds {
+  std::vector<int64_t> first, last;
+};
+SequenceBounds sequence_bounds(const at::Tensor& cu_seqlens, int64_t length);
+
+}  // namespace seqmix::ops
