@@ -129,16 +129,18 @@ def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive
 
 
 def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused",
-        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False):
+        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False,
+        cu_seqlens: Optional[Tensor] = None):
     """AFT's (numerator, normaliser) per channel: sum_{i<=t} exp(k_i - m_t) v_i and sum_{i<=t} exp(k_i - m_t),
     m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C].
 
     initial_state (state_numerator, state_normaliser, key_max), each [B,C] as aft_initial_state / aft_step keep
     them, continues from earlier positions; output_final_state=True also returns the state after the last
-    position, (numerator, normaliser, state)."""
+    position, (numerator, normaliser, state). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, C],
+    each read from a fresh state (or its own row of initial_state, [N,C] each)."""
     numerator_0, normaliser_0, key_max = (None, None, None) if initial_state is None else tuple(initial_state)
     numerator, normaliser, *state = _seqmix_ops().aft(k, v, mask, impl, numerator_0, normaliser_0, key_max,
-                                                      output_final_state)
+                                                      output_final_state, cu_seqlens)
     return (numerator, normaliser, tuple(state)) if output_final_state else (numerator, normaliser)
 
 

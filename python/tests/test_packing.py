@@ -1,5 +1,6 @@
 """Variable-length packed batches (cu_seqlens, flash-attn's and flash-linear-attention's convention): N sequences
-concatenated in one row [1, total_T, ...]. For every op that takes cu_seqlens, every impl, causal or not: the
+concatenated in one row [1, total_T, ...]. For every op that takes cu_seqlens (attention, linear_attention, gla,
+aft), every impl, causal or not: the
 packed output equals each sequence run alone, and so do the gradients, over lengths of 1 and lengths that cross
 the kernels' block boundaries (attention: 96 query and 256 key rows; GLA: 64-position chunks). Bad offsets are
 one-line errors."""
@@ -11,7 +12,7 @@ import seqmix
 
 torch.manual_seed(0)
 D = torch.float64
-H, DK, DV = 2, 3, 4
+H, DK, DV, C = 2, 3, 4, 5
 LENGTHS = (1, 70, 97, 1, 300, 5)  # across the 64-, 96- and 256-position blocks, and single positions
 
 
@@ -23,22 +24,26 @@ class PackedEqualsEachSequenceAlone(unittest.TestCase):
     def compare(self, packed_op, alone_op, inputs, lengths=LENGTHS, atol=1e-10):
         """packed_op(*inputs, cu_seqlens) against alone_op on each sequence's slice, outputs and gradients."""
         cu = offsets(lengths)
-        leaves = [x.detach().clone().requires_grad_() for x in inputs]
+
+        def leaf(x):  # masks go in as they are
+            return x.detach().clone().requires_grad_() if x.is_floating_point() else x
+        leaves = [leaf(x) for x in inputs]
         packed = packed_op(*leaves, cu)
         packed = packed if isinstance(packed, tuple) else (packed,)
         weights = [torch.randn_like(o) for o in packed]
         sum((o * w).sum() for o, w in zip(packed, weights)).backward()
         for s in range(len(lengths)):
             a, b = cu[s].item(), cu[s + 1].item()
-            parts = [x[:, a:b].detach().clone().requires_grad_() for x in inputs]
+            parts = [leaf(x[:, a:b]) for x in inputs]
             alone = alone_op(*parts)
             alone = alone if isinstance(alone, tuple) else (alone,)
             sum((o * w[:, a:b]).sum() for o, w in zip(alone, weights)).backward()
             with self.subTest(sequence=s, length=b - a):
                 for o, p in zip(alone, packed):
                     torch.testing.assert_close(p[:, a:b], o, atol=atol, rtol=1e-10)
-                for part, leaf in zip(parts, leaves):
-                    torch.testing.assert_close(leaf.grad[:, a:b], part.grad, atol=atol, rtol=1e-10)
+                for part, whole in zip(parts, leaves):
+                    if whole.is_floating_point():
+                        torch.testing.assert_close(whole.grad[:, a:b], part.grad, atol=atol, rtol=1e-10)
 
     def test_attention(self):
         T = sum(LENGTHS)
@@ -58,6 +63,36 @@ class PackedEqualsEachSequenceAlone(unittest.TestCase):
                 with self.subTest(impl=impl, causal=causal):
                     self.compare(lambda q, k, v, cu: seqmix.linear_attention(q, k, v, causal, impl, cu_seqlens=cu),
                                  lambda q, k, v: seqmix.linear_attention(q, k, v, causal, impl), (q, k, v))
+
+    def test_aft(self):
+        T = sum(LENGTHS)
+        k, v = torch.randn(1, T, C, dtype=D) * 2, torch.randn(1, T, C, dtype=D)
+        mask = torch.rand(1, T) > 0.2  # padding inside the packed sequences too
+        for impl in seqmix.op_impls("aft"):
+            with self.subTest(impl=impl, mask=False):
+                self.compare(lambda k, v, cu: seqmix.aft(k, v, None, impl, cu_seqlens=cu),
+                             lambda k, v: seqmix.aft(k, v, None, impl), (k, v))
+            with self.subTest(impl=impl, mask=True):
+                self.compare(lambda k, v, m, cu: seqmix.aft(k, v, m, impl, cu_seqlens=cu),
+                             lambda k, v, m: seqmix.aft(k, v, m, impl), (k, v, mask))
+
+    def test_aft_states_per_sequence(self):
+        lengths = (3, 70, 1)
+        T, N, cu = sum(lengths), len(lengths), offsets(lengths)
+        k, v = torch.randn(1, T, C, dtype=D) * 2, torch.randn(1, T, C, dtype=D)
+        _, _, start = seqmix.aft(torch.randn(N, 4, C, dtype=D), torch.randn(N, 4, C, dtype=D), output_final_state=True)
+        for impl in seqmix.op_impls("aft"):
+            with self.subTest(impl=impl):
+                num, den, final = seqmix.aft(k, v, None, impl, initial_state=start, output_final_state=True,
+                                             cu_seqlens=cu)
+                for s in range(N):
+                    x, y = cu[s].item(), cu[s + 1].item()
+                    n, d, alone = seqmix.aft(k[:, x:y], v[:, x:y], None, impl,
+                                             initial_state=tuple(t[s:s + 1] for t in start), output_final_state=True)
+                    torch.testing.assert_close(num[:, x:y], n, atol=1e-10, rtol=1e-10)
+                    torch.testing.assert_close(den[:, x:y], d, atol=1e-10, rtol=1e-10)
+                    for got, want in zip(final, alone):
+                        torch.testing.assert_close(got[s:s + 1], want, atol=1e-10, rtol=1e-10)
 
     def test_gla(self):
         T = sum(LENGTHS)
@@ -102,6 +137,7 @@ class PackedFusedMatchesNaive(unittest.TestCase):
         v, a = torch.randn(1, T, H, DV, dtype=D), -torch.rand(1, T, H, DK, dtype=D) * 0.3
         calls = {"attention": (lambda x, impl: seqmix.attention(*x, impl=impl, cu_seqlens=cu), (q, k, v)),
                  "linear_attention": (lambda x, impl: seqmix.linear_attention(*x, impl=impl, cu_seqlens=cu), (q, k, v)),
+                 "aft": (lambda x, impl: seqmix.aft(*x, impl=impl, cu_seqlens=cu), (k.flatten(2) * 3, v.flatten(2)[..., :H * DK])),
                  "gla per head": (lambda x, impl: seqmix.gla(*x, impl=impl, cu_seqlens=cu), (q, k, v, a[..., 0])),
                  "gla per key": (lambda x, impl: seqmix.gla(*x, impl=impl, cu_seqlens=cu), (q, k, v, a))}
         for name, (call, inputs) in calls.items():

@@ -24,29 +24,34 @@ AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOpti
 
 // The recurrence itself, one step per token (numerator and normaliser [B,T,C], both scaled by
 // exp(-m_t); their ratio is the read).
-PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
+// cu_seqlens (int64 [N+1], B = 1): N packed sequences, each read from a fresh state (here and below).
+PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {},
+                    const at::Tensor& cu_seqlens = {});
 // One step: k_t, v_t [B,C], mask_t [B] or undefined; returns numerator and normaliser [B,1,C].
 PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});
 
 // Fused twin of aft_naive (src/ops/aft/fused.cpp): one pass per (batch, channel) with the causal running
 // max, and a reverse scan for the backward; O(T C) memory. Same outputs and gradients (k, v) as aft_naive.
-PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {});
+PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {},
+                    const at::Tensor& cu_seqlens = {});
 
 // State handoff (flash-linear-attention's initial_state / output_final_state): the read of positions 1..T when
 // `initial` (all three tensors, or none = a fresh state) already holds the positions before them, and, when
 // `final_state`, the state after position T (aft_step's layout; else left undefined). `zero_state` is the read
 // from a fresh state by any impl. Exact: with m_t this call's running max and M the state's, both parts move
 // to the joint max m'_t = max(M, m_t): numerator_t = numerator0_t e^{m_t - m'_t} + N e^{M - m'_t} (the
-// normaliser likewise), every exponent <= 0. Autograd through ATen (src/ops/aft/state.cpp).
+// normaliser likewise), every exponent <= 0. Autograd through ATen (src/ops/aft/state.cpp). Packed
+// (cu_seqlens): one state per sequence, each [N,C], in and out.
 struct AftReadWithState {
   PriorRead read;
   AftState final_state;
 };
 AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor& k, const at::Tensor& mask,
-                                   const AftState& initial, bool final_state);
+                                   const AftState& initial, bool final_state, const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused or naive.
 constexpr ImplSet kAftImpls = kFusedAndNaive;
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl);
+PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
+              const at::Tensor& cu_seqlens = {});
 
 }  // namespace seqmix::ops

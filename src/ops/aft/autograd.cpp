@@ -14,39 +14,42 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const Mask&);
+using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const Mask&, const Mask&);
 using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&);
 
 // {numerator, normaliser, key_max}, each [B,T,C].
-Tensors forward_cpu(const at::Tensor& k, const at::Tensor& v, const Mask& mask) {
-  auto r = aft_fused_forward(k, v, or_undefined(mask));
+Tensors forward_cpu(const at::Tensor& k, const at::Tensor& v, const Mask& mask, const Mask& cu_seqlens) {
+  auto r = aft_fused_forward(k, v, or_undefined(mask), or_undefined(cu_seqlens));
   return {r.numerator, r.normaliser, r.key_max};
 }
-Tensors forward_meta(const at::Tensor& k, const at::Tensor&, const Mask&) {
+Tensors forward_meta(const at::Tensor& k, const at::Tensor&, const Mask&, const Mask&) {
   return {at::empty_like(k), at::empty_like(k), at::empty_like(k)};
 }
 // {dk, dv}
 Tensors backward_cpu(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& k,
                      const at::Tensor& v, const Mask& mask, const at::Tensor& numerator, const at::Tensor& normaliser,
-                     const at::Tensor& key_max) {
-  return aft_fused_backward(grad_numerator, grad_normaliser, k, v, or_undefined(mask), numerator, normaliser, key_max);
+                     const at::Tensor& key_max, const Mask& cu_seqlens) {
+  return aft_fused_backward(grad_numerator, grad_normaliser, k, v, or_undefined(mask), numerator, normaliser, key_max,
+                            or_undefined(cu_seqlens));
 }
 Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& k, const at::Tensor& v, const Mask&,
-                      const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+                      const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&) {
   return {at::empty_like(k), at::empty_like(v)};
 }
 
-// mask: bool [B,T], or an empty tensor for none (autograd arguments must be defined tensors).
+// mask: bool [B,T], cu_seqlens: int64 [N+1], each or an empty tensor for none (autograd arguments must be
+// defined tensors).
 Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedAft : public torch::autograd::Function<FusedAft> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& k,
-                                                const torch::Tensor& v, const torch::Tensor& mask) {
+                                                const torch::Tensor& v, const torch::Tensor& mask,
+                                                const torch::Tensor& cu_seqlens) {
     static const auto kernel = kernel_op<ForwardKernel>("seqmix::_aft_forward");
-    auto r = kernel_call(kernel, k, v, given(mask));
-    ctx->save_for_backward({k, v, mask, r[0], r[1], r[2]});
+    auto r = kernel_call(kernel, k, v, given(mask), given(cu_seqlens));
+    ctx->save_for_backward({k, v, mask, r[0], r[1], r[2], cu_seqlens});
     return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -56,20 +59,22 @@ class FusedAft : public torch::autograd::Function<FusedAft> {
     // An output that did not reach the loss has no gradient: it contributes zero.
     auto grad_or_zero = [&](const torch::Tensor& g) { return g.defined() ? g : torch::zeros_like(s[0]); };
     auto g = kernel_call(kernel, grad_or_zero(grads[0]), grad_or_zero(grads[1]), s[0], s[1], given(s[2]), s[3], s[4],
-                         s[5]);
-    return {g[0], g[1], torch::Tensor()};
+                         s[5], given(s[6]));
+    return {g[0], g[1], torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, const at::Tensor& cu_seqlens) {
+  const at::Tensor offsets = cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong);
   if (!mask.defined()) {
-    auto out = FusedAft::apply(k, v, torch::empty({0}, torch::kBool));
+    auto out = FusedAft::apply(k, v, torch::empty({0}, torch::kBool), offsets);
     return {out[0], out[1]};
   }
   check_aft_args("aft_fused", k, v, mask);
-  auto out = FusedAft::apply(finite_padding("aft_fused", "k", k, mask), finite_padding("aft_fused", "v", v, mask), mask);
+  auto out = FusedAft::apply(finite_padding("aft_fused", "k", k, mask), finite_padding("aft_fused", "v", v, mask), mask,
+                             offsets);
   return {out[0], out[1]};
 }
 
@@ -77,8 +82,9 @@ PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta>(m, "_aft_forward(Tensor k, Tensor v, Tensor? mask) -> Tensor[]");
+  define_kernel<&forward_cpu, &forward_meta>(
+      m, "_aft_forward(Tensor k, Tensor v, Tensor? mask, Tensor? cu_seqlens) -> Tensor[]");
   define_kernel<&backward_cpu, &backward_meta>(
       m, "_aft_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor k, Tensor v, Tensor? mask, "
-         "Tensor numerator, Tensor normaliser, Tensor key_max) -> Tensor[]");
+         "Tensor numerator, Tensor normaliser, Tensor key_max, Tensor? cu_seqlens) -> Tensor[]");
 }

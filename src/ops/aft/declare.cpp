@@ -10,8 +10,10 @@
 
 namespace seqmix::ops {
 
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl) {
-  return check_impl(impl, kAftImpls, "aft") == Impl::fused ? aft_fused(k, v, mask) : aft_naive(k, v, mask);
+PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
+              const at::Tensor& cu_seqlens) {
+  return check_impl(impl, kAftImpls, "aft") == Impl::fused ? aft_fused(k, v, mask, cu_seqlens)
+                                                           : aft_naive(k, v, mask, cu_seqlens);
 }
 
 std::vector<BadCall> aft_bad_calls();
@@ -19,14 +21,16 @@ std::vector<BadCall> aft_bad_calls();
 namespace {
 
 // With a state (fla's initial_state / output_final_state): the read continued from the state, and the state
-// after the last position. Outputs must not alias each other or an input, so the final state is copied.
+// after the last position (packed: one state per sequence). Outputs must not alias each other or an input, so the
+// final state is copied.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_op(
     const at::Tensor& k, const at::Tensor& v, const c10::optional<at::Tensor>& mask, c10::string_view impl,
     const c10::optional<at::Tensor>& state_numerator, const c10::optional<at::Tensor>& state_normaliser,
-    const c10::optional<at::Tensor>& key_max, bool output_final_state) {
-  const at::Tensor m = or_undefined(mask);
+    const c10::optional<at::Tensor>& key_max, bool output_final_state, const c10::optional<at::Tensor>& cu_seqlens) {
+  const at::Tensor m = or_undefined(mask), offsets = or_undefined(cu_seqlens);
   const AftState initial{or_undefined(state_numerator), or_undefined(state_normaliser), or_undefined(key_max)};
-  const AftReadWithState r = continue_aft_scan(aft(k, v, m, impl_of(impl)), k, m, initial, output_final_state);
+  const AftReadWithState r =
+      continue_aft_scan(aft(k, v, m, impl_of(impl), offsets), k, m, initial, output_final_state, offsets);
   const auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
   return {r.read.numerator, r.read.normaliser, copy(r.final_state.numerator), copy(r.final_state.normaliser),
           copy(r.final_state.key_max)};
@@ -97,7 +101,8 @@ SEQMIX_OP_FAMILY(declare_aft);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused', Tensor? state_numerator=None, "
-                        "Tensor? state_normaliser=None, Tensor? key_max=None, bool output_final_state=False) "
+                        "Tensor? state_normaliser=None, Tensor? key_max=None, bool output_final_state=False, "
+                        "Tensor? cu_seqlens=None) "
                         "-> (Tensor numerator, Tensor normaliser, Tensor state_numerator, Tensor state_normaliser, "
                         "Tensor key_max)");
   define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor state_numerator, Tensor state_normaliser, "

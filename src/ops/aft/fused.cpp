@@ -1,4 +1,5 @@
-// Fused AFT prior on the CPU: one forward pass per (batch, channel group) carrying the running max,
+// Fused AFT prior on the CPU: one forward pass per (batch, channel group), per packed sequence when cu_seqlens
+// gives them, carrying the running max,
 // numerator and normaliser of a group of channels in local buffers, and one reverse scan for the
 // backward with accumulators relative to the running max (every exponent <= 0). The channels are the
 // contiguous axis, so the inner loops vectorise. Derivation in README.md.
@@ -6,9 +7,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "../common/checks.h"
 #include "../common/kernel_utils.h"
+#include "../common/packing.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/aft.h"
 
@@ -26,36 +29,39 @@ Group group_of(int64_t task, int64_t groups, int64_t C) {
   return {task / groups, c0, std::min(kChannelGroup, C - c0)};
 }
 
-// k, v, numerator, normaliser, key_max [B,T,C]; mask [B,T] or null.
+// k, v, numerator, normaliser, key_max [B,T,C]; mask [B,T] or null; the state starts fresh at each sequence of
+// `sequences` (the whole row, or the packed ones).
 template <typename S>
 void forward_kernel(const S* k, const S* v, const bool* mask, S* numerator, S* normaliser, S* key_max, int64_t B,
-                    int64_t T, int64_t C) {
+                    int64_t T, int64_t C, const std::vector<Segment>& sequences) {
   const int64_t groups = (C + kChannelGroup - 1) / kChannelGroup;
   at::parallel_for(0, B * groups, 1, [&](int64_t begin, int64_t end) {
     S m[kChannelGroup], num[kChannelGroup], den[kChannelGroup];
     for (int64_t task = begin; task < end; ++task) {
       const Group g = group_of(task, groups, C);
-      std::fill(m, m + g.width, static_cast<S>(kInitialMax));
-      std::fill(num, num + g.width, S(0));
-      std::fill(den, den + g.width, S(0));
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t row = (g.batch * T + t) * C + g.first_channel;
-        // A padded position leaves the state as it is (the mask is per token, shared by all channels).
-        if (!mask || mask[g.batch * T + t]) {
-          const S* kt = k + row;
-          const S* vt = v + row;
-          for (int64_t j = 0; j < g.width; ++j) {
-            const S new_max = kt[j] > m[j] ? kt[j] : m[j];
-            const S rescale = kernel::fast_exp(m[j] - new_max);
-            const S w = kernel::fast_exp(kt[j] - new_max);
-            num[j] = num[j] * rescale + w * vt[j];
-            den[j] = den[j] * rescale + w;
-            m[j] = new_max;
+      for (const Segment& sequence : sequences) {
+        std::fill(m, m + g.width, static_cast<S>(kInitialMax));
+        std::fill(num, num + g.width, S(0));
+        std::fill(den, den + g.width, S(0));
+        for (int64_t t = sequence.begin; t < sequence.end; ++t) {
+          const int64_t row = (g.batch * T + t) * C + g.first_channel;
+          // A padded position leaves the state as it is (the mask is per token, shared by all channels).
+          if (!mask || mask[g.batch * T + t]) {
+            const S* kt = k + row;
+            const S* vt = v + row;
+            for (int64_t j = 0; j < g.width; ++j) {
+              const S new_max = kt[j] > m[j] ? kt[j] : m[j];
+              const S rescale = kernel::fast_exp(m[j] - new_max);
+              const S w = kernel::fast_exp(kt[j] - new_max);
+              num[j] = num[j] * rescale + w * vt[j];
+              den[j] = den[j] * rescale + w;
+              m[j] = new_max;
+            }
           }
+          std::copy(num, num + g.width, numerator + row);
+          std::copy(den, den + g.width, normaliser + row);
+          std::copy(m, m + g.width, key_max + row);
         }
-        std::copy(num, num + g.width, numerator + row);
-        std::copy(den, den + g.width, normaliser + row);
-        std::copy(m, m + g.width, key_max + row);
       }
     }
   });
@@ -67,50 +73,54 @@ void forward_kernel(const S* k, const S* v, const bool* mask, S* numerator, S* n
 template <typename S>
 void backward_kernel(const S* grad_num, const S* grad_den, const S* k, const S* v, const bool* mask,
                      const S* numerator, const S* normaliser, const S* key_max, S* dk, S* dv, int64_t B, int64_t T,
-                     int64_t C) {
+                     int64_t C, const std::vector<Segment>& sequences) {
   if (T == 0) return;
   const int64_t groups = (C + kChannelGroup - 1) / kChannelGroup;
   at::parallel_for(0, B * groups, 1, [&](int64_t begin, int64_t end) {
     S p[kChannelGroup], q[kChannelGroup], r[kChannelGroup], next_max[kChannelGroup];
     for (int64_t task = begin; task < end; ++task) {
       const Group g = group_of(task, groups, C);
-      std::fill(p, p + g.width, S(0));
-      std::fill(q, q + g.width, S(0));
-      std::fill(r, r + g.width, S(0));
-      std::copy(key_max + (g.batch * T + T - 1) * C + g.first_channel,
-                key_max + (g.batch * T + T - 1) * C + g.first_channel + g.width, next_max);
-      for (int64_t t = T - 1; t >= 0; --t) {
-        const int64_t row = (g.batch * T + t) * C + g.first_channel;
-        const S* mt = key_max + row;
-        const S* gn = grad_num + row;
-        const S* gd = grad_den + row;
-        const S* nt = numerator + row;
-        const S* dt = normaliser + row;
-        for (int64_t j = 0; j < g.width; ++j) {
-          const S decay = kernel::fast_exp(mt[j] - next_max[j]);
-          p[j] = gn[j] + decay * p[j];
-          q[j] = gd[j] + decay * q[j];
-          r[j] -= gn[j] * nt[j] + gd[j] * dt[j];
-          next_max[j] = mt[j];
-        }
-        S* dkt = dk + row;
-        S* dvt = dv + row;
-        if (mask && !mask[g.batch * T + t]) {
-          std::fill(dkt, dkt + g.width, S(0));
-          std::fill(dvt, dvt + g.width, S(0));
-          continue;
-        }
-        const S* kt = k + row;
-        const S* vt = v + row;
-        // The running max before t; the initial value is never a real key's.
-        const S* prev_max = t > 0 ? mt - C : nullptr;
-        for (int64_t j = 0; j < g.width; ++j) {
-          const S before = prev_max ? prev_max[j] : static_cast<S>(kInitialMax);
-          const bool raised = mt[j] > before;
-          const S w = kernel::fast_exp(kt[j] - mt[j]);
-          dvt[j] = w * p[j];
-          dkt[j] = w * (vt[j] * p[j] + q[j]) + (raised ? r[j] : S(0));
-          r[j] = raised ? S(0) : r[j];
+      // Sequences in reverse, each from its own end: nothing of a sequence's gradient flows into the one before.
+      for (auto sequence = sequences.rbegin(); sequence != sequences.rend(); ++sequence) {
+        if (sequence->begin == sequence->end) continue;
+        std::fill(p, p + g.width, S(0));
+        std::fill(q, q + g.width, S(0));
+        std::fill(r, r + g.width, S(0));
+        std::copy(key_max + (g.batch * T + sequence->end - 1) * C + g.first_channel,
+                  key_max + (g.batch * T + sequence->end - 1) * C + g.first_channel + g.width, next_max);
+        for (int64_t t = sequence->end - 1; t >= sequence->begin; --t) {
+          const int64_t row = (g.batch * T + t) * C + g.first_channel;
+          const S* mt = key_max + row;
+          const S* gn = grad_num + row;
+          const S* gd = grad_den + row;
+          const S* nt = numerator + row;
+          const S* dt = normaliser + row;
+          for (int64_t j = 0; j < g.width; ++j) {
+            const S decay = kernel::fast_exp(mt[j] - next_max[j]);
+            p[j] = gn[j] + decay * p[j];
+            q[j] = gd[j] + decay * q[j];
+            r[j] -= gn[j] * nt[j] + gd[j] * dt[j];
+            next_max[j] = mt[j];
+          }
+          S* dkt = dk + row;
+          S* dvt = dv + row;
+          if (mask && !mask[g.batch * T + t]) {
+            std::fill(dkt, dkt + g.width, S(0));
+            std::fill(dvt, dvt + g.width, S(0));
+            continue;
+          }
+          const S* kt = k + row;
+          const S* vt = v + row;
+          // The running max before t; the initial value (a sequence's start) is never a real key's.
+          const S* prev_max = t > sequence->begin ? mt - C : nullptr;
+          for (int64_t j = 0; j < g.width; ++j) {
+            const S before = prev_max ? prev_max[j] : static_cast<S>(kInitialMax);
+            const bool raised = mt[j] > before;
+            const S w = kernel::fast_exp(kt[j] - mt[j]);
+            dvt[j] = w * p[j];
+            dkt[j] = w * (vt[j] * p[j] + q[j]) + (raised ? r[j] : S(0));
+            r[j] = raised ? S(0) : r[j];
+          }
         }
       }
     }
@@ -124,15 +134,17 @@ void check_fused_aft_args(const char* op, const at::Tensor& k, const at::Tensor&
 
 }  // namespace
 
-AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in) {
+AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in,
+                                  const at::Tensor& cu_seqlens) {
   check_fused_aft_args("aft_fused", k_in, v_in, mask_in);
+  check_cu_seqlens("aft_fused", cu_seqlens, k_in.size(0), k_in.size(1));
   auto k = k_in.contiguous(), v = v_in.contiguous();
   const auto mask = mask_in.defined() ? mask_in.contiguous() : at::Tensor();
   auto numerator = at::empty_like(k), normaliser = at::empty_like(k), key_max = at::empty_like(k);
   AT_DISPATCH_FLOATING_TYPES(k.scalar_type(), "aft_fused_forward", [&] {
     forward_kernel<scalar_t>(k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), mask.defined() ? mask.data_ptr<bool>() : nullptr,
                              numerator.data_ptr<scalar_t>(), normaliser.data_ptr<scalar_t>(), key_max.data_ptr<scalar_t>(),
-                             k.size(0), k.size(1), k.size(2));
+                             k.size(0), k.size(1), k.size(2), sequence_segments(cu_seqlens, k.size(1)));
   });
   return {numerator, normaliser, key_max};
 }
@@ -140,7 +152,7 @@ AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in
 std::vector<at::Tensor> aft_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
                                            const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in,
                                            const at::Tensor& numerator_in, const at::Tensor& normaliser_in,
-                                           const at::Tensor& key_max_in) {
+                                           const at::Tensor& key_max_in, const at::Tensor& cu_seqlens) {
   check_fused_aft_args("aft_fused backward", k_in, v_in, mask_in);
   for (const auto* t : {&grad_numerator, &grad_normaliser, &numerator_in, &normaliser_in, &key_max_in})
     TORCH_CHECK(t->sizes() == k_in.sizes() && t->scalar_type() == k_in.scalar_type(),
@@ -154,7 +166,8 @@ std::vector<at::Tensor> aft_fused_backward(const at::Tensor& grad_numerator, con
     backward_kernel<scalar_t>(gn.data_ptr<scalar_t>(), gd.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
                               v.data_ptr<scalar_t>(), mask.defined() ? mask.data_ptr<bool>() : nullptr,
                               num.data_ptr<scalar_t>(), den.data_ptr<scalar_t>(), m.data_ptr<scalar_t>(),
-                              dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), k.size(0), k.size(1), k.size(2));
+                              dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), k.size(0), k.size(1), k.size(2),
+                              sequence_segments(cu_seqlens, k.size(1)));
   });
   return {dk, dv};
 }

@@ -11,12 +11,14 @@ namespace seqmix::ops {
 struct AftFusedForward {
   at::Tensor numerator, normaliser, key_max;
 };
-AftFusedForward aft_fused_forward(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+// cu_seqlens (int64 [N+1]) or undefined: packed sequences, each scanned from a fresh state.
+AftFusedForward aft_fused_forward(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                  const at::Tensor& cu_seqlens = {});
 
 // Gradients {dk, dv} [B,T,C] from the upstream gradients of numerator and normaliser [B,T,C].
 std::vector<at::Tensor> aft_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
                                            const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                                            const at::Tensor& numerator, const at::Tensor& normaliser,
-                                           const at::Tensor& key_max);
+                                           const at::Tensor& key_max, const at::Tensor& cu_seqlens = {});
 
 }  // namespace seqmix::ops

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../common/checks.h"
+#include "../common/packing.h"
 #include "seqmix/ops/aft.h"
 
 namespace seqmix::ops {
@@ -27,11 +28,44 @@ void check_aft_state(const char* op, const AftState& s, const at::Tensor& k) {
   }
 }
 
+// Packed: each sequence's slice continued from its own row of the initial state, [N,C] each.
+AftReadWithState continue_packed(const PriorRead& zero_state, const at::Tensor& k, const at::Tensor& mask,
+                                 const AftState& initial, bool final_state, const at::Tensor& cu_seqlens) {
+  AftReadWithState out{zero_state, {}};
+  if (!initial.numerator.defined() && !final_state) return out;
+  check_cu_seqlens("aft", cu_seqlens, k.size(0), k.size(1));
+  const int64_t sequences = cu_seqlens.numel() - 1;
+  TORCH_CHECK(!initial.numerator.defined() || (initial.numerator.dim() == 2 && initial.numerator.size(0) == sequences),
+              "aft: packed, the initial states must be one per sequence, [N,C] with N = ", sequences, " (got ",
+              initial.numerator.sizes(), ")");
+  std::vector<at::Tensor> numerators, normalisers, state_numerators, state_normalisers, key_maxes;
+  for (const Segment& s : sequence_segments(cu_seqlens, k.size(1))) {
+    const int64_t index = static_cast<int64_t>(numerators.size());
+    const auto part = [&](const at::Tensor& x) { return x.defined() ? x.narrow(1, s.begin, s.end - s.begin) : x; };
+    const auto one = [&](const at::Tensor& x) { return x.defined() ? x.narrow(0, index, 1) : x; };
+    const AftReadWithState r =
+        continue_aft_scan({part(zero_state.numerator), part(zero_state.normaliser)}, part(k), part(mask),
+                          {one(initial.numerator), one(initial.normaliser), one(initial.key_max)}, final_state);
+    numerators.push_back(r.read.numerator);
+    normalisers.push_back(r.read.normaliser);
+    if (final_state) {
+      state_numerators.push_back(r.final_state.numerator);
+      state_normalisers.push_back(r.final_state.normaliser);
+      key_maxes.push_back(r.final_state.key_max);
+    }
+  }
+  out.read = {at::cat(numerators, 1), at::cat(normalisers, 1)};
+  if (final_state)
+    out.final_state = {at::cat(state_numerators, 0), at::cat(state_normalisers, 0), at::cat(key_maxes, 0)};
+  return out;
+}
+
 }  // namespace
 
 AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor& k, const at::Tensor& mask,
-                                   const AftState& initial, bool final_state) {
+                                   const AftState& initial, bool final_state, const at::Tensor& cu_seqlens) {
   const char* op = "aft";
+  if (cu_seqlens.defined()) return continue_packed(zero_state, k, mask, initial, final_state, cu_seqlens);
   check_aft_state(op, initial, k);
   AftReadWithState out{zero_state, {}};
   const bool from_state = initial.numerator.defined();
