@@ -43,8 +43,8 @@ void check_positive(const char* op, const char* name, const at::Tensor& t) {
   const at::Tensor values = t.detach();
   if ((values > 0).all().item<bool>()) return;
   const at::Tensor bad = values.flatten().masked_select((values > 0).logical_not().flatten());
-  TORCH_CHECK(false, op, ": ", name, " must be > 0 in every entry (got ", bad.numel(), " entr",
-              bad.numel() == 1 ? "y" : "ies", " that are not, e.g. ", bad[0].item<double>(), ")");
+  TORCH_CHECK(false, op, ": ", name, " must be > 0 in every entry (", bad.numel(),
+              bad.numel() == 1 ? " entry is not: " : " entries are not, e.g. ", bad[0].item<double>(), ")");
 }
 
 void check_state_dtype(const char* op, const at::Tensor& input, std::initializer_list<at::Tensor> state) {
