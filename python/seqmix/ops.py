@@ -50,25 +50,28 @@ def fem_softmax_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float =
 
 
 def fem_linear_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, causal: bool = True,
-                    impl: str = "fused") -> Tuple[Tensor, Tensor]:
+                    impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features):
     (mean, free_energy), computed as the FEM layer does (one read of [clip(v), exp(beta clip(v) - cap)] in
-    float64). q, k [B,T,H,dk], v [B,T,H,dv], beta [H*dv] -> two [B,T,H,dv]."""
-    return _seqmix_ops().fem_linear_read(q, k, v, beta, cap, causal, impl)
+    float64). q, k [B,T,H,dk], v [B,T,H,dv], beta [H*dv] -> two [B,T,H,dv]. cu_seqlens packs sequences as in
+    linear_attention."""
+    return _seqmix_ops().fem_linear_read(q, k, v, beta, cap, causal, impl, cu_seqlens)
 
 
 def fem_gla_read(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, cap: float = 40.0,
-                 impl: str = "fused") -> Tuple[Tensor, Tensor]:
-    """The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head and step, causal).
-    q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] <= 0, beta [H*dv] -> (mean, free_energy) [B,T,H,dv]."""
-    return _seqmix_ops().fem_gla_read(q, k, v, log_decay, beta, cap, impl)
+                 impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and
+    step, causal). q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] or [B,T,H,dk] <= 0, beta [H*dv] ->
+    (mean, free_energy) [B,T,H,dv]. cu_seqlens packs sequences as in gla."""
+    return _seqmix_ops().fem_gla_read(q, k, v, log_decay, beta, cap, impl, cu_seqlens)
 
 
 def fem_aft_read(k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, mask: Optional[Tensor] = None,
-                 impl: str = "fused") -> Tuple[Tensor, Tensor]:
+                 impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
-    k, v [B,T,C], beta [C], mask [B,T] bool (True = real token) -> (mean, free_energy) [B,T,C]."""
-    return _seqmix_ops().fem_aft_read(k, v, beta, cap, mask, impl)
+    k, v [B,T,C], beta [C], mask [B,T] bool (True = real token) -> (mean, free_energy) [B,T,C]. cu_seqlens packs
+    sequences as in aft."""
+    return _seqmix_ops().fem_aft_read(k, v, beta, cap, mask, impl, cu_seqlens)
 
 
 def fem_scale_values(v: Tensor, beta: Tensor, cap: float) -> Tuple[Tensor, Tensor]:

@@ -1,6 +1,6 @@
 """Variable-length packed batches (cu_seqlens, flash-attn's and flash-linear-attention's convention): N sequences
 concatenated in one row [1, total_T, ...]. For every op that takes cu_seqlens (attention, linear_attention, gla,
-aft), every impl, causal or not: the
+aft and the FEM reads through the last three), every impl, causal or not: the
 packed output equals each sequence run alone, and so do the gradients, over lengths of 1 and lengths that cross
 the kernels' block boundaries (attention: 96 query and 256 key rows; GLA: 64-position chunks). Bad offsets are
 one-line errors."""
@@ -75,6 +75,28 @@ class PackedEqualsEachSequenceAlone(unittest.TestCase):
             with self.subTest(impl=impl, mask=True):
                 self.compare(lambda k, v, m, cu: seqmix.aft(k, v, m, impl, cu_seqlens=cu),
                              lambda k, v, m: seqmix.aft(k, v, m, impl), (k, v, mask))
+
+    def test_fem_reads_through_the_linear_priors(self):
+        T = sum(LENGTHS)
+        q, k = torch.rand(1, T, H, DK, dtype=D) + 0.1, torch.rand(1, T, H, DK, dtype=D) + 0.1
+        v, beta = torch.randn(1, T, H, DV, dtype=D), torch.rand(H * DV, dtype=D) + 0.5
+        a = -torch.rand(1, T, H, dtype=D) * 0.3
+        k_aft, v_aft, beta_aft = torch.randn(1, T, C, dtype=D), torch.randn(1, T, C, dtype=D), torch.rand(C, dtype=D) + 0.5
+        for impl in seqmix.op_impls("fem_linear_read"):
+            for causal in (True, False):
+                with self.subTest(op="fem_linear_read", impl=impl, causal=causal):
+                    self.compare(lambda q, k, v, cu: seqmix.fem_linear_read(q, k, v, beta, causal=causal, impl=impl,
+                                                                            cu_seqlens=cu),
+                                 lambda q, k, v: seqmix.fem_linear_read(q, k, v, beta, causal=causal, impl=impl),
+                                 (q, k, v))
+        for impl in seqmix.op_impls("fem_gla_read"):
+            with self.subTest(op="fem_gla_read", impl=impl):
+                self.compare(lambda q, k, v, a, cu: seqmix.fem_gla_read(q, k, v, a, beta, impl=impl, cu_seqlens=cu),
+                             lambda q, k, v, a: seqmix.fem_gla_read(q, k, v, a, beta, impl=impl), (q, k, v, a))
+        for impl in seqmix.op_impls("fem_aft_read"):
+            with self.subTest(op="fem_aft_read", impl=impl):
+                self.compare(lambda k, v, cu: seqmix.fem_aft_read(k, v, beta_aft, impl=impl, cu_seqlens=cu),
+                             lambda k, v: seqmix.fem_aft_read(k, v, beta_aft, impl=impl), (k_aft, v_aft))
 
     def test_aft_states_per_sequence(self):
         lengths = (3, 70, 1)

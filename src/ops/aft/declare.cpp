@@ -54,7 +54,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> aft_initial_state_op(int64_t batc
 
 // The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
 TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
-                           const c10::optional<at::Tensor>& mask, c10::string_view impl) {
+                           const c10::optional<at::Tensor>& mask, c10::string_view impl,
+                           const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read");
@@ -64,7 +65,7 @@ TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::T
   const at::Tensor key = finite_padding("fem_aft_read", "k", k, m), value = finite_padding("fem_aft_read", "v", v, m);
   const FemRead r = fem_capped_read("fem_aft_read", value, beta, cap, [&](const at::Tensor& values) {
     const auto keys = at::cat({key, key}, -1).to(values.scalar_type());  // each channel's key logit, both streams
-    return normalised_read(aft(keys, values, m, chosen), kPriorNormaliserFloor);
+    return normalised_read(aft(keys, values, m, chosen, or_undefined(cu_seqlens)), kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -113,5 +114,5 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
                                                       "-> (Tensor state_numerator, Tensor state_normaliser, "
                                                       "Tensor key_max)");
   define_op<&fem_aft_read_op>(m, "fem_aft_read(Tensor k, Tensor v, Tensor beta, float cap=40., Tensor? mask=None, "
-                                 "str impl='fused') -> (Tensor mean, Tensor free_energy)");
+                                 "str impl='fused', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)");
 }

@@ -43,12 +43,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_step_op(const at:
 // The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and step,
 // causal).
 TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                           const at::Tensor& beta, double cap, c10::string_view impl) {
+                           const at::Tensor& beta, double cap, c10::string_view impl,
+                           const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read");
   const FemRead r = fem_capped_read("fem_gla_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
-    return normalised_read(gla(q.to(type), k.to(type), values, log_decay.to(type), chosen), kPriorNormaliserFloor);
+    return normalised_read(gla(q.to(type), k.to(type), values, log_decay.to(type), chosen, or_undefined(cu_seqlens)),
+                           kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -139,5 +141,6 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "
-                                 "float cap=40., str impl='fused') -> (Tensor mean, Tensor free_energy)");
+                                 "float cap=40., str impl='fused', Tensor? cu_seqlens=None) "
+                                 "-> (Tensor mean, Tensor free_energy)");
 }

@@ -50,12 +50,14 @@ TensorPair linear_attention_initial_state_op(int64_t batch, int64_t heads, int64
 
 // The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features).
 TensorPair fem_linear_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                              double cap, bool causal, c10::string_view impl) {
+                              double cap, bool causal, c10::string_view impl,
+                              const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read");
   const FemRead r = fem_capped_read("fem_linear_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
-    return normalised_read(linear_attention(wq, wk, values, causal, chosen), kPriorNormaliserFloor);
+    return normalised_read(linear_attention(wq, wk, values, causal, chosen, or_undefined(cu_seqlens)),
+                           kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -110,5 +112,6 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       m, "linear_attention_initial_state(int batch, int heads, int dk, int dv, ScalarType? dtype=None) "
          "-> (Tensor kv, Tensor k_sum)");
   define_op<&fem_linear_read_op>(m, "fem_linear_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
-                                    "bool causal=True, str impl='fused') -> (Tensor mean, Tensor free_energy)");
+                                    "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) "
+                                    "-> (Tensor mean, Tensor free_energy)");
 }
