@@ -84,6 +84,33 @@ class EveryOpCompiles(unittest.TestCase):
             torch.testing.assert_close(g, e, atol=0, rtol=0)
 
 
+    def test_packed_sequences_compile(self):
+        """The fused kernels with cu_seqlens under fullgraph compile: the offsets are a tensor input the Meta
+        kernels only size by (the GLA states' chunk slots), so the compiled result equals eager exactly."""
+        cu = torch.tensor([0, 5, 70, 71, 100])
+        T = 100
+        q, k, v = torch.randn(1, T, 2, 8), torch.randn(1, T, 2, 8), torch.randn(1, T, 2, 8)
+        a, k_aft, v_aft = -torch.rand(1, T, 2) * 0.3, torch.randn(1, T, 6), torch.randn(1, T, 6)
+
+        def calls(q, k, v, a, k_aft, v_aft):
+            outs = [seqmix.attention(q, k, v, cu_seqlens=cu),
+                    *seqmix.gla(q.abs(), k.abs(), v, a, cu_seqlens=cu),
+                    *seqmix.linear_attention(q.abs(), k.abs(), v, cu_seqlens=cu),
+                    *seqmix.aft(k_aft, v_aft, cu_seqlens=cu)]
+            return sum(o.sum() for o in outs)
+
+        def run(fn):
+            args = [x.clone().requires_grad_() for x in (q, k, v, a, k_aft, v_aft)]
+            value = fn(*args)
+            return value, torch.autograd.grad(value, args)
+
+        eager_value, eager_grads = run(calls)
+        compiled_value, compiled_grads = run(torch.compile(calls, fullgraph=True, backend="aot_eager"))
+        torch.testing.assert_close(compiled_value, eager_value, atol=0, rtol=0)
+        for g, e in zip(compiled_grads, eager_grads):
+            torch.testing.assert_close(g, e, atol=0, rtol=0)
+
+
 class Block(torch.nn.Module):
     """PyTorch projections around seqmix's fused attention, GLA, FEM read and ELA."""
 
