@@ -148,11 +148,13 @@ def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused"
 
 
 def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "fused",
-             initial_state: Optional[Tensor] = None, output_final_state: bool = False):
+             initial_state: Optional[Tensor] = None, output_final_state: bool = False,
+             cu_seqlens: Optional[Tensor] = None):
     """Diagonal selective scan: h_t = exp(delta_t A) h_{t-1} + delta_t b_t u_t, y_t = sum_n c_t[n] h_t[:, n].
     u, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] -> y [B,T,C]. initial_state h_0 [B,C,N] continues the scan;
-    output_final_state=True returns (y, h_T)."""
-    y, state = _seqmix_ops().ssm_scan(u, delta, A, b, c, impl, initial_state, output_final_state)
+    output_final_state=True returns (y, h_T). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, ...],
+    each scanned from zero (or its own row of initial_state, [N,C,N_state])."""
+    y, state = _seqmix_ops().ssm_scan(u, delta, A, b, c, impl, initial_state, output_final_state, cu_seqlens)
     return (y, state) if output_final_state else y
 
 

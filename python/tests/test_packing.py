@@ -1,6 +1,6 @@
 """Variable-length packed batches (cu_seqlens, flash-attn's and flash-linear-attention's convention): N sequences
 concatenated in one row [1, total_T, ...]. For every op that takes cu_seqlens (attention, linear_attention, gla,
-aft and the FEM reads through the last three), every impl, causal or not: the
+aft, ssm_scan and the FEM reads through the linear, GLA and AFT priors), every impl, causal or not: the
 packed output equals each sequence run alone, and so do the gradients, over lengths of 1 and lengths that cross
 the kernels' block boundaries (attention: 96 query and 256 key rows; GLA: 64-position chunks). Bad offsets are
 one-line errors."""
@@ -98,6 +98,29 @@ class PackedEqualsEachSequenceAlone(unittest.TestCase):
                 self.compare(lambda k, v, cu: seqmix.fem_aft_read(k, v, beta_aft, impl=impl, cu_seqlens=cu),
                              lambda k, v: seqmix.fem_aft_read(k, v, beta_aft, impl=impl), (k_aft, v_aft))
 
+    def test_ssm_scan(self):
+        T, S = sum(LENGTHS), 3
+        u, delta = torch.randn(1, T, C, dtype=D), torch.rand(1, T, C, dtype=D) + 0.1
+        A, b, c = -torch.rand(C, S, dtype=D) - 0.1, torch.rand(1, T, S, dtype=D), torch.rand(1, T, S, dtype=D)
+        for impl in seqmix.op_impls("ssm_scan"):
+            with self.subTest(impl=impl):
+                self.compare(lambda u, delta, b, c, cu: seqmix.ssm_scan(u, delta, A, b, c, impl, cu_seqlens=cu),
+                             lambda u, delta, b, c: seqmix.ssm_scan(u, delta, A, b, c, impl), (u, delta, b, c))
+        lengths = (3, 70, 1)
+        T, cu = sum(lengths), offsets(lengths)
+        u, delta = torch.randn(1, T, C, dtype=D), torch.rand(1, T, C, dtype=D) + 0.1
+        b, c, h0 = torch.rand(1, T, S, dtype=D), torch.rand(1, T, S, dtype=D), torch.randn(len(lengths), C, S, dtype=D)
+        for impl in seqmix.op_impls("ssm_scan"):
+            with self.subTest(impl=impl, states=True):
+                y, final = seqmix.ssm_scan(u, delta, A, b, c, impl, initial_state=h0, output_final_state=True,
+                                           cu_seqlens=cu)
+                for s in range(len(lengths)):
+                    x, z = cu[s].item(), cu[s + 1].item()
+                    y_s, final_s = seqmix.ssm_scan(u[:, x:z], delta[:, x:z], A, b[:, x:z], c[:, x:z], impl,
+                                                   initial_state=h0[s:s + 1], output_final_state=True)
+                    torch.testing.assert_close(y[:, x:z], y_s, atol=1e-10, rtol=1e-10)
+                    torch.testing.assert_close(final[s:s + 1], final_s, atol=1e-10, rtol=1e-10)
+
     def test_aft_states_per_sequence(self):
         lengths = (3, 70, 1)
         T, N, cu = sum(lengths), len(lengths), offsets(lengths)
@@ -157,9 +180,12 @@ class PackedFusedMatchesNaive(unittest.TestCase):
         T, cu = sum(LENGTHS), offsets(LENGTHS)
         q, k = torch.rand(1, T, H, DK, dtype=D) + 0.1, torch.rand(1, T, H, DK, dtype=D) + 0.1
         v, a = torch.randn(1, T, H, DV, dtype=D), -torch.rand(1, T, H, DK, dtype=D) * 0.3
+        ssm_A = -torch.rand(H * DV, 2, dtype=D) - 0.1  # [C, N_state], decays
         calls = {"attention": (lambda x, impl: seqmix.attention(*x, impl=impl, cu_seqlens=cu), (q, k, v)),
                  "linear_attention": (lambda x, impl: seqmix.linear_attention(*x, impl=impl, cu_seqlens=cu), (q, k, v)),
                  "aft": (lambda x, impl: seqmix.aft(*x, impl=impl, cu_seqlens=cu), (k.flatten(2) * 3, v.flatten(2)[..., :H * DK])),
+                 "ssm_scan": (lambda x, impl: seqmix.ssm_scan(*x, impl=impl, cu_seqlens=cu),
+                              (v.flatten(2), v.flatten(2).abs() * 0.5 + 0.1, ssm_A, k[..., 0, :2], q[..., 0, :2])),
                  "gla per head": (lambda x, impl: seqmix.gla(*x, impl=impl, cu_seqlens=cu), (q, k, v, a[..., 0])),
                  "gla per key": (lambda x, impl: seqmix.gla(*x, impl=impl, cu_seqlens=cu), (q, k, v, a))}
         for name, (call, inputs) in calls.items():

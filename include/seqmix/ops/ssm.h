@@ -11,8 +11,9 @@
 namespace seqmix::ops {
 
 // Sequential reference: one ATen step per token.
+// cu_seqlens (int64 [N+1], B = 1): N packed sequences, each scanned from a zero state (here and below).
 at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                          const at::Tensor& b, const at::Tensor& c);
+                          const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
 // One decode step: u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] (updated); returns y_t [B,C].
 at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
@@ -22,12 +23,12 @@ at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::
 // registers, states checkpointed every 64 steps and recomputed in the reverse scan of the backward:
 // B*T*C*N/64 saved values instead of the B*T*C*N a materialised scan would keep. Same outputs and gradients (u, delta, A, b, c) as ssm_scan_naive.
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                          const at::Tensor& c);
+                          const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused or naive.
 constexpr ImplSet kSsmScanImpls = kFusedAndNaive;
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl);
+                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
 
 // The scan continued from the state h_0 [B,C,N] (undefined = zeros) and, when `final_state`, h_T [B,C,N]
 // (else undefined): exact, with D_t = delta_1 + ... + delta_t [B,T,C], y_t gains sum_n c_t[n] e^{A D_t} h_0 and
@@ -37,7 +38,9 @@ struct ScanWithState {
   at::Tensor y;
   at::Tensor final_state;
 };
+// Packed (cu_seqlens): one state per sequence, [N,C,N_state], in and out.
 ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl);
+                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
+                                  const at::Tensor& cu_seqlens = {});
 
 }  // namespace seqmix::ops

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace seqmix::ops {
 
 void check_cu_seqlens(const char* op, const at::Tensor& cu_seqlens, int64_t batch, int64_t length) {
@@ -47,6 +49,14 @@ std::vector<Segment> sequence_segments(const at::Tensor& cu_seqlens, int64_t len
   std::vector<Segment> segments;
   for (int64_t s = 0; s + 1 < cu.numel(); ++s) segments.push_back({offsets[s], offsets[s + 1]});
   return segments;
+}
+
+std::vector<Chunk> sequence_chunks(const at::Tensor& cu_seqlens, int64_t length, int64_t size) {
+  std::vector<Chunk> chunks;
+  for (const Segment& sequence : sequence_segments(cu_seqlens, length))
+    for (int64_t t0 = sequence.begin; t0 < sequence.end; t0 += size)
+      chunks.push_back({t0, std::min(sequence.end, t0 + size), t0 == sequence.begin});
+  return chunks;
 }
 
 SequenceBounds sequence_bounds(const at::Tensor& cu_seqlens, int64_t length) {

@@ -23,6 +23,20 @@ struct Segment {
   int64_t begin, end;
 };
 std::vector<Segment> sequence_segments(const at::Tensor& cu_seqlens, int64_t length);
+// The chunks of a chunked scan in order: each sequence cut into chunks of `size` positions from its own begin, so
+// no chunk straddles two sequences; the scan's state enters a chunk from the chunk before, or from zero at a
+// sequence's first chunk (first_of_sequence).
+struct Chunk {
+  int64_t begin, end;
+  bool first_of_sequence;
+};
+std::vector<Chunk> sequence_chunks(const at::Tensor& cu_seqlens, int64_t length, int64_t size);
+// How many chunk slots a scan's saved states need: ceil(length / size), plus one per packed sequence (each may end
+// in a partial chunk); `sequences` is 0 when not packed. Generic over int64_t and c10::SymInt (Meta kernels).
+template <class Int>
+Int chunk_capacity(const Int& length, const Int& sequences, int64_t size) {
+  return (length + size - 1) / size + sequences;
+}
 // Per position t of [0, length): the first and the last position of its sequence (the kernels' loop bounds).
 struct SequenceBounds {
   std::vector<int64_t> first, last;

@@ -34,7 +34,7 @@ Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      const Offsets& cu_seqlens) {
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dk = q.sym_size(3), dv = v.sym_size(3);
   const c10::SymInt sequences = cu_seqlens.has_value() ? cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
-  const auto chunks = gla_kernel::chunk_capacity(T, sequences);
+  const auto chunks = chunk_capacity(T, sequences, gla_kernel::kChunk);
   return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H}), empty_meta(q, {B, H, chunks, dk, dv + 1})};
 }
 

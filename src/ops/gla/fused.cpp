@@ -19,7 +19,6 @@
 namespace seqmix::ops {
 namespace {
 
-using gla_kernel::Chunk;
 using gla_kernel::kChunk;
 using Dims = gla_kernel::ScanDims;
 
@@ -230,17 +229,10 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* log_decay, con
 
 namespace gla_kernel {
 
-std::vector<Chunk> scan_chunks(const at::Tensor& cu_seqlens, int64_t T) {
-  std::vector<Chunk> chunks;
-  for (const Segment& sequence : sequence_segments(cu_seqlens, T))
-    for (int64_t t0 = sequence.begin; t0 < sequence.end; t0 += kChunk)
-      chunks.push_back({t0, std::min(sequence.end, t0 + kChunk), t0 == sequence.begin});
-  return chunks;
-}
-
 ScanDims scan_dims(const at::Tensor& q, const at::Tensor& v, const at::Tensor& cu_seqlens) {
   const int64_t T = q.size(1), sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : 0;
-  return {q.size(0), T, q.size(2), q.size(3), v.size(3), scan_chunks(cu_seqlens, T), chunk_capacity(T, sequences)};
+  return {q.size(0), T, q.size(2), q.size(3), v.size(3), sequence_chunks(cu_seqlens, T, kChunk),
+          chunk_capacity(T, sequences, kChunk)};
 }
 
 // Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,capacity,dk,dv+1]}; a rank-4 log_decay runs

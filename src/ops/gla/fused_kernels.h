@@ -4,25 +4,12 @@
 
 #include <vector>
 
+#include "../common/packing.h"
+
 namespace seqmix::ops::gla_kernel {
 
 // Positions per chunk of the scan (the states saved for the backward are one per chunk).
 constexpr int64_t kChunk = 64;
-
-// The chunks of the scan in order: each sequence (the whole row, or each one cu_seqlens packs) cut into chunks of
-// kChunk positions from its begin. The state enters a chunk from the chunk before, or from zero at a sequence's
-// first chunk (first_of_sequence).
-struct Chunk {
-  int64_t begin, end;
-  bool first_of_sequence;
-};
-std::vector<Chunk> scan_chunks(const at::Tensor& cu_seqlens, int64_t T);
-// The states' chunk axis: ceil(T / kChunk), plus one per packed sequence (each may end in a partial chunk);
-// `sequences` is 0 when not packed. Generic over int64_t and c10::SymInt (the Meta kernels).
-template <class Int>
-Int chunk_capacity(const Int& T, const Int& sequences) {
-  return (T + kChunk - 1) / kChunk + sequences;
-}
 
 // {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]} (the state entering each chunk).
 // log_decay [B,T,H] runs the chunked scan (fused.cpp), [B,T,H,dk] the per-key scan (fused_per_key.cpp).
@@ -38,7 +25,7 @@ std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, con
 // One call's sizes and chunks, shared by the per-head and the per-key scan.
 struct ScanDims {
   int64_t B, T, H, dk, dv;
-  std::vector<Chunk> chunks;  // in scan order (scan_chunks)
+  std::vector<Chunk> chunks;  // in scan order (sequence_chunks of kChunk)
   int64_t capacity;           // the states' chunk axis (chunk_capacity)
   int64_t width() const { return dv + 1; }  // augmented value width: [v, 1]
 };

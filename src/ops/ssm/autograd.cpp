@@ -3,6 +3,7 @@
 // calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/ssm.h"
@@ -11,53 +12,62 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
+using Offsets = c10::optional<at::Tensor>;
 using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                              const at::Tensor&);
+                              const at::Tensor&, const Offsets&);
 using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
+                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Offsets&);
 
-// {y [B,T,C], checkpoints [B,chunks,N,C]} (the state every kSsmCheckpointEvery positions)
+// {y [B,T,C], checkpoints [B,capacity,N,C]} (the state entering every chunk of kSsmCheckpointEvery positions)
 Tensors forward_cpu(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c) {
-  auto r = ssm_scan_fused_forward(u, delta, A, b, c);
+                    const at::Tensor& c, const Offsets& cu_seqlens) {
+  auto r = ssm_scan_fused_forward(u, delta, A, b, c, or_undefined(cu_seqlens));
   return {r.y, r.checkpoints};
 }
-Tensors forward_meta(const at::Tensor& u, const at::Tensor&, const at::Tensor& A, const at::Tensor&, const at::Tensor&) {
-  const auto chunks = (u.sym_size(1) + kSsmCheckpointEvery - 1) / kSsmCheckpointEvery;
+Tensors forward_meta(const at::Tensor& u, const at::Tensor&, const at::Tensor& A, const at::Tensor&, const at::Tensor&,
+                     const Offsets& cu_seqlens) {
+  const c10::SymInt sequences = cu_seqlens.has_value() ? cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
+  const auto chunks = chunk_capacity(u.sym_size(1), sequences, kSsmCheckpointEvery);
   return {at::empty_like(u), empty_meta(u, {u.sym_size(0), chunks, A.sym_size(1), u.sym_size(2)})};
 }
 // {du, ddelta, dA, db, dc}
 Tensors backward_cpu(const at::Tensor& grad_y, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                     const at::Tensor& b, const at::Tensor& c, const at::Tensor& checkpoints) {
-  return ssm_scan_fused_backward(grad_y, u, delta, A, b, c, checkpoints);
+                     const at::Tensor& b, const at::Tensor& c, const at::Tensor& checkpoints, const Offsets& cu_seqlens) {
+  return ssm_scan_fused_backward(grad_y, u, delta, A, b, c, checkpoints, or_undefined(cu_seqlens));
 }
 Tensors backward_meta(const at::Tensor&, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                      const at::Tensor& b, const at::Tensor& c, const at::Tensor&) {
+                      const at::Tensor& b, const at::Tensor& c, const at::Tensor&, const Offsets&) {
   return {at::empty_like(u), at::empty_like(delta), at::empty_like(A), at::empty_like(b), at::empty_like(c)};
 }
+
+// cu_seqlens: int64 [N+1], or an empty tensor for none (autograd arguments must be defined tensors).
+Offsets given(const at::Tensor& offsets) { return offsets.numel() > 0 ? Offsets(offsets) : c10::nullopt; }
 
 class FusedSsmScan : public torch::autograd::Function<FusedSsmScan> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& u, const torch::Tensor& delta,
-                               const torch::Tensor& A, const torch::Tensor& b, const torch::Tensor& c) {
+                               const torch::Tensor& A, const torch::Tensor& b, const torch::Tensor& c,
+                               const torch::Tensor& cu_seqlens) {
     static const auto kernel = kernel_op<ForwardKernel>("seqmix::_ssm_scan_forward");
-    auto r = kernel_call(kernel, u, delta, A, b, c);
-    ctx->save_for_backward({u, delta, A, b, c, r[1]});
+    auto r = kernel_call(kernel, u, delta, A, b, c, given(cu_seqlens));
+    ctx->save_for_backward({u, delta, A, b, c, r[1], cu_seqlens});
     return r[0];
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     static const auto kernel = kernel_op<BackwardKernel>("seqmix::_ssm_scan_backward");
     auto s = ctx->get_saved_variables();
-    return kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], s[5]);
+    auto g = kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], s[5], given(s[6]));
+    g.push_back(torch::Tensor());  // cu_seqlens
+    return g;
   }
 };
 
 }  // namespace
 
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                          const at::Tensor& c) {
-  return FusedSsmScan::apply(u, delta, A, b, c);
+                          const at::Tensor& c, const at::Tensor& cu_seqlens) {
+  return FusedSsmScan::apply(u, delta, A, b, c, cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong));
 }
 
 }  // namespace seqmix::ops
@@ -65,8 +75,8 @@ at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_kernel<&forward_cpu, &forward_meta>(
-      m, "_ssm_scan_forward(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c) -> Tensor[]");
+      m, "_ssm_scan_forward(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? cu_seqlens) -> Tensor[]");
   define_kernel<&backward_cpu, &backward_meta>(
       m, "_ssm_scan_backward(Tensor grad_y, Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, "
-         "Tensor checkpoints) -> Tensor[]");
+         "Tensor checkpoints, Tensor? cu_seqlens) -> Tensor[]");
 }

@@ -9,9 +9,9 @@
 namespace seqmix::ops {
 
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl) {
-  return check_impl(impl, kSsmScanImpls, "ssm_scan") == Impl::fused ? ssm_scan_fused(u, delta, A, b, c)
-                                                                    : ssm_scan_naive(u, delta, A, b, c);
+                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
+  return check_impl(impl, kSsmScanImpls, "ssm_scan") == Impl::fused ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
+                                                                    : ssm_scan_naive(u, delta, A, b, c, cu_seqlens);
 }
 
 std::vector<BadCall> ssm_bad_calls();
@@ -22,8 +22,9 @@ namespace {
 // last position (undefined unless asked for).
 TensorPair ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                        const at::Tensor& c, c10::string_view impl, const c10::optional<at::Tensor>& state,
-                       bool output_final_state) {
-  const ScanWithState r = ssm_scan_from_state(u, delta, A, b, c, or_undefined(state), output_final_state, impl_of(impl));
+                       bool output_final_state, const c10::optional<at::Tensor>& cu_seqlens) {
+  const ScanWithState r = ssm_scan_from_state(u, delta, A, b, c, or_undefined(state), output_final_state, impl_of(impl),
+                                              or_undefined(cu_seqlens));
   return {r.y, r.final_state};
 }
 
@@ -92,7 +93,8 @@ SEQMIX_OP_FAMILY(declare_ssm);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='fused', "
-                             "Tensor? state=None, bool output_final_state=False) -> (Tensor y, Tensor state)");
+                             "Tensor? state=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
+                             "-> (Tensor y, Tensor state)");
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
                              "-> (Tensor y, Tensor state)");
   define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "

@@ -12,6 +12,7 @@
 
 #include "../common/checks.h"
 #include "../common/kernel_utils.h"
+#include "../common/packing.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/ssm.h"
 
@@ -22,7 +23,9 @@ constexpr int64_t kChannelGroup = 32;
 constexpr int64_t kChunk = kSsmCheckpointEvery;
 
 struct Sizes {
-  int64_t B, T, C, N, groups, chunks;
+  int64_t B, T, C, N, groups;
+  std::vector<Chunk> chunks;  // in scan order (sequence_chunks of kChunk: packed sequences restart the state)
+  int64_t capacity;           // the checkpoints' chunk axis (chunk_capacity)
 };
 struct Group {
   int64_t batch, index, first_channel, width;
@@ -61,7 +64,7 @@ inline void advance_row(int64_t width, S b_n, const S* __restrict delta, const S
   }
 }
 
-// y [B,T,C]; checkpoints [B, chunks, N, C].
+// y [B,T,C]; checkpoints [B, capacity, N, C], the state entering each chunk (zero at a sequence's first).
 template <typename S>
 void forward_kernel(const S* u, const S* delta, const S* A, const S* b, const S* c, S* y, S* checkpoints, const Sizes& s) {
   at::parallel_for(0, s.B * s.groups, 1, [&](int64_t begin, int64_t end) {
@@ -72,21 +75,23 @@ void forward_kernel(const S* u, const S* delta, const S* A, const S* b, const S*
       S* rate = kernel::scratch(rate_buf, static_cast<size_t>(s.N * kChannelGroup));
       S* h = kernel::scratch(h_buf, static_cast<size_t>(s.N * kChannelGroup));
       load_decay_rates(A, g, s, rate);
-      std::fill(h, h + s.N * kChannelGroup, S(0));
-      for (int64_t t = 0; t < s.T; ++t) {
-        if (t % kChunk == 0) {
-          S* saved = checkpoints + ((g.batch * s.chunks + t / kChunk) * s.N) * s.C + g.first_channel;
-          for (int64_t n = 0; n < s.N; ++n) std::copy(h + n * kChannelGroup, h + n * kChannelGroup + g.width, saved + n * s.C);
+      for (size_t chunk = 0; chunk < s.chunks.size(); ++chunk) {
+        const Chunk& span = s.chunks[chunk];
+        if (span.first_of_sequence) std::fill(h, h + s.N * kChannelGroup, S(0));
+        S* saved = checkpoints + ((g.batch * s.capacity + static_cast<int64_t>(chunk)) * s.N) * s.C + g.first_channel;
+        for (int64_t n = 0; n < s.N; ++n) std::copy(h + n * kChannelGroup, h + n * kChannelGroup + g.width, saved + n * s.C);
+        for (int64_t t = span.begin; t < span.end; ++t) {
+          const int64_t row = (g.batch * s.T + t) * s.C + g.first_channel;
+          const S* delta_t = delta + row;
+          for (int64_t j = 0; j < g.width; ++j) delta_u[j] = delta_t[j] * u[row + j];
+          std::fill(y_t, y_t + g.width, S(0));
+          const S* b_t = b + (g.batch * s.T + t) * s.N;
+          const S* c_t = c + (g.batch * s.T + t) * s.N;
+          for (int64_t n = 0; n < s.N; ++n)
+            advance_row_in_place(g.width, b_t[n], c_t[n], delta_t, delta_u, rate + n * kChannelGroup,
+                                 h + n * kChannelGroup, y_t);
+          std::copy(y_t, y_t + g.width, y + row);
         }
-        const int64_t row = (g.batch * s.T + t) * s.C + g.first_channel;
-        const S* delta_t = delta + row;
-        for (int64_t j = 0; j < g.width; ++j) delta_u[j] = delta_t[j] * u[row + j];
-        std::fill(y_t, y_t + g.width, S(0));
-        const S* b_t = b + (g.batch * s.T + t) * s.N;
-        const S* c_t = c + (g.batch * s.T + t) * s.N;
-        for (int64_t n = 0; n < s.N; ++n)
-          advance_row_in_place(g.width, b_t[n], c_t[n], delta_t, delta_u, rate + n * kChannelGroup, h + n * kChannelGroup, y_t);
-        std::copy(y_t, y_t + g.width, y + row);
       }
     }
   });
@@ -133,10 +138,11 @@ void backward_kernel(const S* grad_y, const S* u, const S* delta, const S* A, co
       load_decay_rates(A, g, s, rate);
       std::fill(carry, carry + stride, S(0));
       std::fill(dA, dA + stride, S(0));
-      for (int64_t chunk = s.chunks - 1; chunk >= 0; --chunk) {
-        const int64_t t0 = chunk * kChunk, t1 = std::min(s.T, t0 + kChunk);
+      for (int64_t chunk = static_cast<int64_t>(s.chunks.size()) - 1; chunk >= 0; --chunk) {
+        const Chunk& span = s.chunks[static_cast<size_t>(chunk)];
+        const int64_t t0 = span.begin, t1 = span.end;
         // Recompute the chunk's states from its checkpoint.
-        const S* saved = checkpoints + ((g.batch * s.chunks + chunk) * s.N) * s.C + g.first_channel;
+        const S* saved = checkpoints + ((g.batch * s.capacity + chunk) * s.N) * s.C + g.first_channel;
         for (int64_t n = 0; n < s.N; ++n) std::copy(saved + n * s.C, saved + n * s.C + g.width, hs + n * kChannelGroup);
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t row = (g.batch * s.T + t) * s.C + g.first_channel;
@@ -176,6 +182,8 @@ void backward_kernel(const S* grad_y, const S* u, const S* delta, const S* A, co
             ddelta[row + j] = ddelta_t[j] + u_t[j] * sum_b[j];
           }
         }
+        // A sequence's first state is zero, not the sequence before's: no gradient flows back past it.
+        if (span.first_of_sequence) std::fill(carry, carry + stride, S(0));
       }
       for (int64_t j = 0; j < g.width; ++j)
         for (int64_t n = 0; n < s.N; ++n)
@@ -185,22 +193,25 @@ void backward_kernel(const S* grad_y, const S* u, const S* delta, const S* A, co
 }
 
 
-Sizes sizes_of(const at::Tensor& u, const at::Tensor& A) {
+Sizes sizes_of(const at::Tensor& u, const at::Tensor& A, const at::Tensor& cu_seqlens) {
   const int64_t B = u.size(0), T = u.size(1), C = u.size(2), N = A.size(1);
-  return {B, T, C, N, (C + kChannelGroup - 1) / kChannelGroup, (T + kChunk - 1) / kChunk};
+  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : 0;
+  return {B, T, C, N, (C + kChannelGroup - 1) / kChannelGroup, sequence_chunks(cu_seqlens, T, kChunk),
+          chunk_capacity(T, sequences, kChunk)};
 }
 
 }  // namespace
 
 SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u_in, const at::Tensor& delta_in, const at::Tensor& A_in,
-                                       const at::Tensor& b_in, const at::Tensor& c_in) {
+                                       const at::Tensor& b_in, const at::Tensor& c_in, const at::Tensor& cu_seqlens) {
   check_ssm_args("ssm_scan_fused", u_in, delta_in, A_in, b_in, c_in);
   check_kernel_inputs("ssm_scan_fused", {u_in, delta_in, A_in, b_in, c_in});
+  check_cu_seqlens("ssm_scan_fused", cu_seqlens, u_in.size(0), u_in.size(1));
   auto u = u_in.contiguous(), delta = delta_in.contiguous(), A = A_in.contiguous();
   auto b = b_in.contiguous(), c = c_in.contiguous();
-  const Sizes s = sizes_of(u, A);
+  const Sizes s = sizes_of(u, A, cu_seqlens);
   auto y = at::empty_like(u);
-  auto checkpoints = at::empty({s.B, s.chunks, s.N, s.C}, u.options());
+  auto checkpoints = at::zeros({s.B, s.capacity, s.N, s.C}, u.options());  // packed: unused slots stay zero
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "ssm_scan_fused_forward", [&] {
     forward_kernel<scalar_t>(u.data_ptr<scalar_t>(), delta.data_ptr<scalar_t>(), A.data_ptr<scalar_t>(),
                              b.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
@@ -211,15 +222,16 @@ SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u_in, const at::Tensor&
 
 std::vector<at::Tensor> ssm_scan_fused_backward(const at::Tensor& grad_y_in, const at::Tensor& u_in,
                                                 const at::Tensor& delta_in, const at::Tensor& A_in, const at::Tensor& b_in,
-                                                const at::Tensor& c_in, const at::Tensor& checkpoints_in) {
+                                                const at::Tensor& c_in, const at::Tensor& checkpoints_in,
+                                                const at::Tensor& cu_seqlens) {
   const char* op = "ssm_scan_fused backward";
   check_ssm_args(op, u_in, delta_in, A_in, b_in, c_in);
   check_kernel_inputs(op, {u_in, delta_in, A_in, b_in, c_in});
-  const Sizes s = sizes_of(u_in, A_in);
+  const Sizes s = sizes_of(u_in, A_in, cu_seqlens);
   TORCH_CHECK(grad_y_in.sizes() == u_in.sizes() && grad_y_in.scalar_type() == u_in.scalar_type(), op,
               ": the gradient of y must match u (", u_in.sizes(), ", ", u_in.scalar_type(), ")");
-  TORCH_CHECK(checkpoints_in.sizes() == at::IntArrayRef({s.B, s.chunks, s.N, s.C}), op,
-              ": checkpoints must have shape [B, ceil(T/64), N, C] (got ", checkpoints_in.sizes(), ")");
+  TORCH_CHECK(checkpoints_in.sizes() == at::IntArrayRef({s.B, s.capacity, s.N, s.C}), op,
+              ": checkpoints must have shape [B, ceil(T/64) + packed sequences, N, C] (got ", checkpoints_in.sizes(), ")");
   auto grad_y = grad_y_in.contiguous(), u = u_in.contiguous(), delta = delta_in.contiguous(), A = A_in.contiguous();
   auto b = b_in.contiguous(), c = c_in.contiguous(), checkpoints = checkpoints_in.contiguous();
   auto du = at::empty_like(u), ddelta = at::empty_like(delta);

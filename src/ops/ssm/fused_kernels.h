@@ -14,12 +14,14 @@ constexpr int64_t kSsmCheckpointEvery = 64;
 struct SsmFusedForward {
   at::Tensor y, checkpoints;
 };
+// cu_seqlens (int64 [N+1]) or undefined: packed sequences, each scanned from a zero state (checkpoints then
+// [B, ceil(T/64) + N, N, C]).
 SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                                       const at::Tensor& b, const at::Tensor& c);
+                                       const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
 // Gradients {du, ddelta, dA, db, dc} from the upstream gradient of y [B,T,C].
 std::vector<at::Tensor> ssm_scan_fused_backward(const at::Tensor& grad_y, const at::Tensor& u, const at::Tensor& delta,
                                                 const at::Tensor& A, const at::Tensor& b, const at::Tensor& c,
-                                                const at::Tensor& checkpoints);
+                                                const at::Tensor& checkpoints, const at::Tensor& cu_seqlens = {});
 
 }  // namespace seqmix::ops

@@ -4,18 +4,23 @@
 #include <vector>
 
 #include "../common/checks.h"
+#include "../common/packing.h"
 #include "seqmix/ops/ssm.h"
 
 namespace seqmix::ops {
 
 at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                          const at::Tensor& b, const at::Tensor& c) {
+                          const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens) {
   check_ssm_args("ssm_scan_naive", u, delta, A, b, c);
-  auto state = at::zeros({u.size(0), u.size(2), A.size(1)}, u.options());
+  check_cu_seqlens("ssm_scan_naive", cu_seqlens, u.size(0), u.size(1));
+  if (u.size(1) == 0) return at::empty_like(u);
   std::vector<at::Tensor> ys;
   ys.reserve(u.size(1));
-  for (int64_t t = 0; t < u.size(1); ++t)
-    ys.push_back(ssm_step(u.select(1, t), delta.select(1, t), A, b.select(1, t), c.select(1, t), state));
+  for (const Segment& sequence : sequence_segments(cu_seqlens, u.size(1))) {
+    auto state = at::zeros({u.size(0), u.size(2), A.size(1)}, u.options());  // each sequence from zero
+    for (int64_t t = sequence.begin; t < sequence.end; ++t)
+      ys.push_back(ssm_step(u.select(1, t), delta.select(1, t), A, b.select(1, t), c.select(1, t), state));
+  }
   return at::stack(ys, 1);
 }
 

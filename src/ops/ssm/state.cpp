@@ -2,14 +2,20 @@
 // contribution and the final state in closed form on top of a zero-start scan.
 #include <ATen/ATen.h>
 
+#include <vector>
+
 #include "../common/checks.h"
+#include "../common/packing.h"
 #include "seqmix/ops/ssm.h"
 
 namespace seqmix::ops {
 
-ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl) {
-  ScanWithState out{ssm_scan(u, delta, A, b, c, impl), {}};
+namespace {
+
+// The closed form of one sequence (or of every row of an unpacked batch) on top of its zero-start scan y.
+ScanWithState continue_scan(const at::Tensor& y, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
+                            const at::Tensor& b, const at::Tensor& c, const at::Tensor& initial, bool final_state) {
+  ScanWithState out{y, {}};
   if (!initial.defined() && !final_state) return out;
   const int64_t B = u.size(0), T = u.size(1), C = u.size(2), N = A.size(1);
   if (initial.defined()) {
@@ -34,6 +40,31 @@ ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, 
     }
   }
   return out;
+}
+
+}  // namespace
+
+ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
+                                  const at::Tensor& cu_seqlens) {
+  const at::Tensor y = ssm_scan(u, delta, A, b, c, impl, cu_seqlens);
+  if (!cu_seqlens.defined()) return continue_scan(y, u, delta, A, b, c, initial, final_state);
+  if (!initial.defined() && !final_state) return {y, {}};
+  // Packed: each sequence's slice continued from its own row of the initial state, [N,C,N_state].
+  const int64_t sequences = cu_seqlens.numel() - 1;
+  TORCH_CHECK(!initial.defined() || (initial.dim() == 3 && initial.size(0) == sequences), "ssm_scan: packed, the ",
+              "initial states must be one per sequence, [N,C,N_state] with N = ", sequences, " (got ", initial.sizes(),
+              ")");
+  std::vector<at::Tensor> ys, finals;
+  for (const Segment& s : sequence_segments(cu_seqlens, u.size(1))) {
+    const int64_t index = static_cast<int64_t>(ys.size());
+    const auto part = [&](const at::Tensor& x) { return x.narrow(1, s.begin, s.end - s.begin); };
+    const ScanWithState r = continue_scan(part(y), part(u), part(delta), A, part(b), part(c),
+                                          initial.defined() ? initial.narrow(0, index, 1) : at::Tensor(), final_state);
+    ys.push_back(r.y);
+    if (final_state) finals.push_back(r.final_state);
+  }
+  return {at::cat(ys, 1), final_state ? at::cat(finals, 0) : at::Tensor()};
 }
 
 }  // namespace seqmix::ops
