@@ -54,6 +54,20 @@ class EveryOpCompiles(unittest.TestCase):
                             torch.testing.assert_close(g, e, atol=0, rtol=0)
 
 
+    def assert_compiled_equals_eager(self, calls, inputs):
+        """calls(*inputs) -> a scalar, compiled fullgraph with aot_eager, against eager: value and every input's
+        gradient exactly."""
+        def run(fn):
+            args = [x.clone().requires_grad_() for x in inputs]
+            value = fn(*args)
+            return value, torch.autograd.grad(value, args)
+
+        eager_value, eager_grads = run(calls)
+        compiled_value, compiled_grads = run(torch.compile(calls, fullgraph=True, backend="aot_eager"))
+        torch.testing.assert_close(compiled_value, eager_value, atol=0, rtol=0)
+        for g, e in zip(compiled_grads, eager_grads):
+            torch.testing.assert_close(g, e, atol=0, rtol=0)
+
     def test_per_key_gates_and_state_handoff_compile(self):
         """The same exactness for the calls the op table's samples do not make: GLA with per-key gates, and AFT,
         ELA and GLA continuing from a state and returning theirs."""
@@ -72,17 +86,7 @@ class EveryOpCompiles(unittest.TestCase):
             y2 = seqmix.ela(q[:, 30:], k[:, 30:], v[:, 30:], initial_state=ela_state)
             return sum(x.sum() for x in (num, den, num2, den2, n, d, n2, d2, y, y2))
 
-        def run(fn):
-            args = [x.clone().requires_grad_() for x in (q, k, v, a_key, k_aft, v_aft)]
-            value = fn(*args)
-            return value, torch.autograd.grad(value, args)
-
-        eager_value, eager_grads = run(calls)
-        compiled_value, compiled_grads = run(torch.compile(calls, fullgraph=True, backend="aot_eager"))
-        torch.testing.assert_close(compiled_value, eager_value, atol=0, rtol=0)
-        for g, e in zip(compiled_grads, eager_grads):
-            torch.testing.assert_close(g, e, atol=0, rtol=0)
-
+        self.assert_compiled_equals_eager(calls, (q, k, v, a_key, k_aft, v_aft))
 
     def test_packed_sequences_compile(self):
         """The fused kernels with cu_seqlens under fullgraph compile: the offsets are a tensor input the Meta
@@ -96,19 +100,12 @@ class EveryOpCompiles(unittest.TestCase):
             outs = [seqmix.attention(q, k, v, cu_seqlens=cu),
                     *seqmix.gla(q.abs(), k.abs(), v, a, cu_seqlens=cu),
                     *seqmix.linear_attention(q.abs(), k.abs(), v, cu_seqlens=cu),
-                    *seqmix.aft(k_aft, v_aft, cu_seqlens=cu)]
+                    *seqmix.aft(k_aft, v_aft, cu_seqlens=cu),
+                    seqmix.ssm_scan(v_aft, k_aft.abs() + 0.1, -a[0, :6].abs() - 0.1, q[..., 0, :2].abs(),
+                                    k[..., 0, :2].abs(), cu_seqlens=cu)]
             return sum(o.sum() for o in outs)
 
-        def run(fn):
-            args = [x.clone().requires_grad_() for x in (q, k, v, a, k_aft, v_aft)]
-            value = fn(*args)
-            return value, torch.autograd.grad(value, args)
-
-        eager_value, eager_grads = run(calls)
-        compiled_value, compiled_grads = run(torch.compile(calls, fullgraph=True, backend="aot_eager"))
-        torch.testing.assert_close(compiled_value, eager_value, atol=0, rtol=0)
-        for g, e in zip(compiled_grads, eager_grads):
-            torch.testing.assert_close(g, e, atol=0, rtol=0)
+        self.assert_compiled_equals_eager(calls, (q, k, v, a, k_aft, v_aft))
 
 
 class Block(torch.nn.Module):
