@@ -38,9 +38,6 @@ Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& k,
   return {at::empty_like(k), at::empty_like(v)};
 }
 
-// mask: bool [B,T], cu_seqlens: int64 [N+1], each or an empty tensor for none (autograd arguments must be
-// defined tensors).
-Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedAft : public torch::autograd::Function<FusedAft> {
  public:
@@ -67,14 +64,9 @@ class FusedAft : public torch::autograd::Function<FusedAft> {
 }  // namespace
 
 PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, const at::Tensor& cu_seqlens) {
-  const at::Tensor offsets = cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong);
-  if (!mask.defined()) {
-    auto out = FusedAft::apply(k, v, torch::empty({0}, torch::kBool), offsets);
-    return {out[0], out[1]};
-  }
-  check_aft_args("aft_fused", k, v, mask);
-  auto out = FusedAft::apply(finite_padding("aft_fused", "k", k, mask), finite_padding("aft_fused", "v", v, mask), mask,
-                             offsets);
+  if (mask.defined()) check_aft_args("aft_fused", k, v, mask);  // the padding below reads the shapes
+  auto out = FusedAft::apply(finite_padding("aft_fused", "k", k, mask), finite_padding("aft_fused", "v", v, mask),
+                             as_argument(mask, torch::kBool), as_argument(cu_seqlens, torch::kLong));
   return {out[0], out[1]};
 }
 

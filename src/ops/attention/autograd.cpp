@@ -42,9 +42,6 @@ Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& 
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
 }
 
-// key_mask: bool [B,S], cu_seqlens: int64 [N+1], each or an empty tensor for none (autograd arguments must be
-// defined tensors).
-Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAttention> {
  public:
@@ -72,19 +69,16 @@ class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAtten
 
 at::Tensor softmax_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                    double scale, const at::Tensor& key_mask, const at::Tensor& cu_seqlens) {
-  const auto none = [](at::ScalarType type) { return torch::empty({0}, type); };
   const char* op = "softmax_attention_fused";
-  if (cu_seqlens.defined()) {
-    check_attention_args(op, q, k, v);
-    check_packed_attention(op, q, k, key_mask, cu_seqlens);
-    return FusedSoftmaxAttention::apply(q, k, v, causal, scale, none(torch::kBool), cu_seqlens);
-  }
-  if (!key_mask.defined())
-    return FusedSoftmaxAttention::apply(q, k, v, causal, scale, none(torch::kBool), none(torch::kLong));
+  const at::Tensor offsets = as_argument(cu_seqlens, torch::kLong);
+  if (!key_mask.defined() && !cu_seqlens.defined())
+    return FusedSoftmaxAttention::apply(q, k, v, causal, scale, as_argument({}, torch::kBool), offsets);
+  // Checked here first: the padding below reads the shapes.
   check_attention_args(op, q, k, v);
   check_key_mask(op, key_mask, k.size(0), k.size(1));
+  check_packed_attention(op, q, k, key_mask, cu_seqlens);
   const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
-  return FusedSoftmaxAttention::apply(in.q, in.k, in.v, causal, scale, key_mask, none(torch::kLong));
+  return FusedSoftmaxAttention::apply(in.q, in.k, in.v, causal, scale, as_argument(key_mask, torch::kBool), offsets);
 }
 
 }  // namespace seqmix::ops

@@ -175,6 +175,16 @@ auto kernel_call(const c10::TypedOperatorHandle<Signature>& op, Args&&... args) 
   return op.call(std::forward<Args>(args)...);
 }
 
+// An optional tensor (a mask, cu_seqlens) through an autograd Function, whose arguments must be defined tensors:
+// `as_argument` carries "none" as an empty tensor of `type`, `given` turns it back into the optional the kernel
+// operators take.
+inline at::Tensor as_argument(const at::Tensor& t, at::ScalarType type) {
+  return t.defined() ? t : at::empty({0}, at::TensorOptions().dtype(type));
+}
+inline c10::optional<at::Tensor> given(const at::Tensor& t) {
+  return t.numel() > 0 ? c10::optional<at::Tensor>(t) : c10::nullopt;
+}
+
 // A Meta kernel's output: an empty tensor with like's dtype and device and these (possibly symbolic) sizes.
 inline at::Tensor empty_meta(const at::Tensor& like, c10::SymIntArrayRef sizes) {
   return at::empty_symint(sizes, like.options());

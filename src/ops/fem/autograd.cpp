@@ -45,8 +45,6 @@ Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q,
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(beta)};
 }
 
-// key_mask: bool [B,S], or an empty tensor for none (autograd arguments must be defined tensors).
-Mask given(const at::Tensor& mask) { return mask.numel() > 0 ? Mask(mask) : c10::nullopt; }
 
 class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead> {
  public:
@@ -87,7 +85,7 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
   }
   const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
   auto read = FusedFemSoftmaxRead::apply(in.q, in.k, in.v, beta, cap, causal, scale,
-                                         key_mask.defined() ? key_mask : torch::empty({0}, torch::kBool));
+                                         as_argument(key_mask, torch::kBool));
   return {read[0], read[1]};
 }
 

@@ -43,11 +43,6 @@ Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q,
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(log_decay)};
 }
 
-// cu_seqlens: int64 [N+1], or an empty tensor for none (autograd arguments must be defined tensors).
-c10::optional<at::Tensor> given(const at::Tensor& offsets) {
-  return offsets.numel() > 0 ? c10::optional<at::Tensor>(offsets) : c10::nullopt;
-}
-
 class FusedGla : public torch::autograd::Function<FusedGla> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
@@ -74,7 +69,7 @@ PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
                     const at::Tensor& cu_seqlens) {
   // Before apply: autograd refuses an undefined input with a message that names no op.
   TORCH_CHECK(log_decay.defined(), "gla_fused: log_decay is required ([B,T,H] or [B,T,H,dk])");
-  auto out = FusedGla::apply(q, k, v, log_decay, cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong));
+  auto out = FusedGla::apply(q, k, v, log_decay, as_argument(cu_seqlens, torch::kLong));
   PriorRead read;
   read.numerator = out[0];
   read.normaliser = out[1];

@@ -40,9 +40,6 @@ Tensors backward_meta(const at::Tensor&, const at::Tensor& u, const at::Tensor& 
   return {at::empty_like(u), at::empty_like(delta), at::empty_like(A), at::empty_like(b), at::empty_like(c)};
 }
 
-// cu_seqlens: int64 [N+1], or an empty tensor for none (autograd arguments must be defined tensors).
-Offsets given(const at::Tensor& offsets) { return offsets.numel() > 0 ? Offsets(offsets) : c10::nullopt; }
-
 class FusedSsmScan : public torch::autograd::Function<FusedSsmScan> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& u, const torch::Tensor& delta,
@@ -67,7 +64,7 @@ class FusedSsmScan : public torch::autograd::Function<FusedSsmScan> {
 
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                           const at::Tensor& c, const at::Tensor& cu_seqlens) {
-  return FusedSsmScan::apply(u, delta, A, b, c, cu_seqlens.defined() ? cu_seqlens : torch::empty({0}, torch::kLong));
+  return FusedSsmScan::apply(u, delta, A, b, c, as_argument(cu_seqlens, torch::kLong));
 }
 
 }  // namespace seqmix::ops
