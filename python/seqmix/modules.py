@@ -108,6 +108,9 @@ class Mixer(_Decodes, _Bound):
 
     forward(x [B,T,dim]) -> [B,T,dim]. Causal mixers decode: init_state(batch), then step(x_t [B,dim], state)
     per token, or prefill(x [B,T,dim], state) for a block; steps after a prefill equal the forward.
+    forward(x [1,N,dim], cu_seqlens=offsets) mixes packed sequences (int64 [S+1] offsets, flash-linear-attention's
+    convention), each as if alone; `packs_natively` says whether that is one kernel call (softmax, linear, gla,
+    lrnn-decay priors) or one forward per sequence.
     max_len: the longest sequence it will see (mixers with learned position tables need it; 0 = unknown)."""
 
     def __init__(self, spec: str, dim: int, max_len: int = 0):
@@ -115,10 +118,20 @@ class Mixer(_Decodes, _Bound):
         self.spec = self._bound.spec()
         self.is_causal = self._bound.is_causal()
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
+                cu_seqlens: Optional[Tensor] = None) -> Tensor:
+        if cu_seqlens is not None:
+            if padding_mask is not None:
+                raise ValueError("Mixer.forward: give padding_mask or cu_seqlens, not both (a packed batch has no "
+                                 "padding)")
+            return self._bound.forward_packed(x, cu_seqlens)
         if padding_mask is not None:
             return self._bound.forward_masked(x, padding_mask)
         return self._bound.forward(x)
+
+    @property
+    def packs_natively(self) -> bool:
+        return self._bound.packs_natively()
 
 
 
@@ -150,8 +163,30 @@ class Model(_Decodes, _Bound):
         super().__init__(_bound)
         self.spec = self._bound.spec()
 
-    def forward(self, inputs: Tensor) -> Tensor:
-        """tokens [B,T] (int64) -> logits [B,T,V], or features [B,T,F] -> outputs."""
+    def forward(self, inputs: Tensor, cu_seqlens: Optional[Tensor] = None,
+                sequence_starts: Optional[Tensor] = None) -> Tensor:
+        """tokens [B,T] (int64) -> logits [B,T,V], or features [B,T,F] -> outputs.
+
+        Packed sequences (the lm model): inputs [1,N] with cu_seqlens (int64 [S+1] offsets), or rows [B,T] with
+        sequence_starts (bool [B,T], true at each sequence's first token; every row's first token begins one, as
+        in a text task's pack=1 batches). Each sequence is read as if alone, its positions from 0."""
+        if cu_seqlens is not None:
+            if sequence_starts is not None:
+                raise ValueError("Model.forward: give cu_seqlens or sequence_starts, not both")
+            if inputs.dim() < 2 or inputs.size(0) != 1:
+                raise ValueError(f"Model.forward: packed inputs with cu_seqlens must be [1,N,...] (got "
+                                 f"{tuple(inputs.shape)})")
+            if cu_seqlens.dtype != torch.int64 or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
+                raise ValueError("Model.forward: cu_seqlens must be int64 [S+1]")
+            n = inputs.size(1)
+            if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n or bool((cu_seqlens.diff() < 0).any()):
+                raise ValueError(f"Model.forward: cu_seqlens must rise from 0 to the packed length {n} (got "
+                                 f"{cu_seqlens.tolist()[:8]}...)")
+            sequence_starts = torch.zeros(1, n, dtype=torch.bool)
+            begins = cu_seqlens[:-1]
+            sequence_starts[0, begins[begins < n]] = True
+        if sequence_starts is not None:
+            return self._bound.forward_packed(inputs, sequence_starts)
         return self._bound.forward(inputs)
 
     def auxiliary_loss(self) -> Optional[Tensor]:

@@ -48,6 +48,18 @@ torch::Tensor KVAttentionImpl::forward(const torch::Tensor& x) {
   return output(merge_heads(prior_->read(in.values, in)));
 }
 
+torch::Tensor KVAttentionImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cu_seqlens) {
+  if (!packs_natively()) return MixerImpl::forward_packed(x, cu_seqlens);
+  check_packed_input(x, cu_seqlens);
+  const auto in = prior_->prepare(x, {}, {}, packed_positions(cu_seqlens, x.size(1)));
+  return output(merge_heads(attend_packed(in.q, in.k, in.values, is_causal(), cu_seqlens)));
+}
+
+torch::Tensor KVAttentionImpl::attend_packed(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, bool,
+                                             const torch::Tensor&) {
+  throw Error("mixer " + kind() + " has no packed attention; its forward_packed runs each sequence alone");
+}
+
 DecodeState KVAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
   return DecodeState::of(prior_->init_state(batch, head_dim_));

@@ -37,6 +37,16 @@ torch::Tensor PriorMixerImpl::forward(const torch::Tensor& x) {
   return out(merge_heads(prior_->read(in.values, in)));
 }
 
+bool PriorMixerImpl::packs_natively() const { return prior_->reads_packed(); }
+
+torch::Tensor PriorMixerImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cu_seqlens) {
+  if (!packs_natively()) return MixerImpl::forward_packed(x, cu_seqlens);
+  check_packed_input(x, cu_seqlens);
+  auto in = prior_->prepare(x, {}, {}, packed_positions(cu_seqlens, x.size(1)));
+  in.cu_seqlens = cu_seqlens;
+  return out(merge_heads(prior_->read(in.values, in)));
+}
+
 DecodeState PriorMixerImpl::init_state(int64_t batch) const {
   check_decodable();
   return DecodeState::of(prior_->init_state(batch, head_dim_));

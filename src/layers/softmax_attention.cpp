@@ -21,6 +21,11 @@ torch::Tensor SoftmaxAttentionImpl::attend(const torch::Tensor& q, const torch::
   return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_);
 }
 
+torch::Tensor SoftmaxAttentionImpl::attend_packed(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, bool causal, const torch::Tensor& cu_seqlens) {
+  return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_, cu_seqlens);
+}
+
 namespace {
 Mixer make_softmax(const SoftmaxAttentionOptions& o) { return std::make_shared<SoftmaxAttentionImpl>(o); }
 }  // namespace

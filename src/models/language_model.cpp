@@ -126,12 +126,17 @@ void LanguageModelImpl::check_inputs(const torch::Tensor& inputs, bool one_step)
 }
 
 torch::Tensor LanguageModelImpl::embed(const torch::Tensor& inputs, int64_t offset) {
+  const int64_t T = inputs.size(1);
+  return embed_at(inputs, torch::arange(offset, offset + T, inputs.options().dtype(torch::kLong)).unsqueeze(0));
+}
+
+torch::Tensor LanguageModelImpl::embed_at(const torch::Tensor& inputs, const torch::Tensor& positions) {
   auto x = options_.vocab_size > 0 ? token_embedding(inputs) : input_projection(inputs);
-  if (position_embedding) {
-    const int64_t T = inputs.size(1);
-    TORCH_CHECK(offset + T <= options_.max_len, "model: position ", offset + T - 1,
-                " is beyond the learned position table (max_len ", options_.max_len, ")");
-    x = x + position_embedding(torch::arange(offset, offset + T, inputs.options().dtype(torch::kLong)));
+  if (position_embedding && positions.numel() > 0) {
+    const int64_t last = positions.max().item<int64_t>();
+    TORCH_CHECK(last < options_.max_len, "model: position ", last, " is beyond the learned position table (max_len ",
+                options_.max_len, ")");
+    x = x + position_embedding(positions);
   }
   if (options_.embedding_dropout > 0 && is_training()) x = torch::dropout(x, options_.embedding_dropout, true);
   return x;
@@ -192,6 +197,26 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& inputs) {
   auto z = hidden(inputs);
   if (!options_.output_head) return z;
   return options_.tie_embeddings ? tied_projection(z) : output_head(z);
+}
+
+torch::Tensor LanguageModelImpl::forward_packed(const torch::Tensor& inputs, const torch::Tensor& sequence_starts) {
+  check_inputs(inputs, false);
+  TORCH_CHECK(sequence_starts.dim() == 2 && sequence_starts.size(0) == inputs.size(0) &&
+                  sequence_starts.size(1) == inputs.size(1) && sequence_starts.scalar_type() == torch::kBool,
+              "model: sequence_starts must be bool [B,T] = [", inputs.size(0), ",", inputs.size(1), "] (got ",
+              sequence_starts.scalar_type(), " ", sequence_starts.sizes(), ")");
+  const int64_t B = inputs.size(0), T = inputs.size(1);
+  if (B * T == 0) return forward(inputs);
+  const auto cu_seqlens = cu_seqlens_of_starts(sequence_starts);
+  const auto positions = packed_positions(cu_seqlens, B * T).view({B, T});
+  // A mixer sees the rows as one packed row [1,B*T,D]; norms, channel mixers and residuals act per token.
+  const auto packed = [&cu_seqlens, B, T](const Mixer& m, const torch::Tensor& z) {
+    return m->forward_packed(z.reshape({1, B * T, z.size(2)}), cu_seqlens).view({B, T, z.size(2)});
+  };
+  auto h = run_blocks(
+      embed_at(inputs, positions), [&](size_t l, const torch::Tensor& z) { return packed(blocks_[l]->mixer, z); },
+      [&](size_t l, const torch::Tensor& z) { return packed(blocks_[l]->lobe, z); });
+  return head(h);
 }
 
 LanguageModelState LanguageModelImpl::init_state(int64_t batch) const {

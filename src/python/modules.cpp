@@ -183,6 +183,9 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       })
       .def("forward_masked", [](const c10::intrusive_ptr<BoundMixer>& self, const at::Tensor& x,
                                 const at::Tensor& padding_mask) { return self->mixer->forward_masked(x, padding_mask); })
+      .def("forward_packed", [](const c10::intrusive_ptr<BoundMixer>& self, const at::Tensor& x,
+                                const at::Tensor& cu_seqlens) { return self->mixer->forward_packed(x, cu_seqlens); })
+      .def("packs_natively", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->mixer->packs_natively(); })
       .def("init_state", [](const c10::intrusive_ptr<BoundMixer>& self, int64_t batch) {
         auto s = c10::make_intrusive<BoundMixerState>();
         s->state = self->mixer->init_state(batch);
@@ -211,6 +214,10 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       .def("spec", [](const c10::intrusive_ptr<BoundModel>& self) { return self->spec; })
       .def("forward", [](const c10::intrusive_ptr<BoundModel>& self, const at::Tensor& inputs) {
         return self->model->forward(inputs);
+      })
+      .def("forward_packed", [](const c10::intrusive_ptr<BoundModel>& self, const at::Tensor& inputs,
+                                const at::Tensor& sequence_starts) {
+        return self->model->forward_packed(inputs, sequence_starts);
       })
       .def("auxiliary_loss", [](const c10::intrusive_ptr<BoundModel>& self) {
         return defined_or_none(self->model->auxiliary_loss());

@@ -166,7 +166,11 @@ const std::vector<TaskEntry>& task_entries() {
          OptionInfo::integer("vocab_size", 2048, "BPE pieces, special and byte pieces included", 300, 1 << 20),
          OptionInfo::real("val_fraction", 0.1, "share of the file (its end) held out for validation", 1e-6, 0.999999),
          OptionInfo::text("tokenizer", "", "SentencePiece .model to use (empty: train BPE on the training split)"),
-         OptionInfo::integer("num_test", 0, "validation windows evaluated (0 = all)", 0), seed()}},
+         OptionInfo::integer("num_test", 0, "validation windows evaluated (0 = all)", 0),
+         OptionInfo::choice("documents", "none", {"none", "lines", "paragraphs"},
+                            "none: windows of one token stream; lines, paragraphs: documents read from their own start"),
+         OptionInfo::flag("pack", false, "pack documents whole into full rows (no compute on padding; needs documents)"),
+         seed()}},
        [](const Options& o) -> std::unique_ptr<Task> {
          TextOptions t;
          t.path = o.text("path");
@@ -175,6 +179,8 @@ const std::vector<TaskEntry>& task_entries() {
          t.val_fraction = o.real("val_fraction");
          t.tokenizer = o.text("tokenizer");
          t.num_test = o.integer("num_test");
+         t.documents = o.text("documents");
+         t.pack = o.flag("pack");
          t.seed = seed_of(o);
          return std::make_unique<TextTask>(t, o.resolved());
        }},

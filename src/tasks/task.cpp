@@ -5,11 +5,13 @@
 namespace seqmix {
 
 Batch Batch::rows(int64_t begin, int64_t end) const {
-  return {inputs.slice(0, begin, end), targets.slice(0, begin, end)};
+  const auto part = [&](const at::Tensor& t) { return t.defined() ? t.slice(0, begin, end) : t; };
+  return {part(inputs), part(targets), part(sequence_starts)};
 }
 
 Batch Batch::select(const at::Tensor& indices) const {
-  return {inputs.index_select(0, indices), targets.index_select(0, indices)};
+  const auto part = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, indices) : t; };
+  return {part(inputs), part(targets), part(sequence_starts)};
 }
 
 void MetricSums::add(const std::string& name, double sum, double weight) {

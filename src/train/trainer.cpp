@@ -102,7 +102,7 @@ Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* commu
   for (int64_t b = 0, index = 0; b < test.size(); b += bs, ++index) {
     if (index % world != rank) continue;
     Batch batch = test.rows(b, std::min(test.size(), b + bs));
-    auto out = model.forward(batch.inputs);
+    auto out = model.run(batch.inputs, batch.sequence_starts);
     const double n = static_cast<double>(batch.size());
     sums.add("loss", task.loss(out, batch).item<double>() * n, n);
     task.add_metrics(out, batch, sums);
@@ -216,7 +216,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   model.train();
   auto interval_start = Clock::now();
   int64_t interval_tokens = 0, interval_steps = 0;
-  double interval_loss = 0, interval_aux = 0;
+  double interval_loss = 0, interval_aux = 0, interval_scored = 0;
   while (state.step < config.steps && !state.stopped_early) {
     const int64_t step = state.step;
     const double lr = schedule.lr_at(step);
@@ -224,19 +224,23 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     Batch batch = task.train_batch(step, config.batch_size);
     if (world > 1) batch = batch.rows(rank * shard, (rank + 1) * shard);
     optimizer->zero_grad();
-    auto out = model.forward(batch.inputs);
+    auto out = model.run(batch.inputs, batch.sequence_starts);
     auto loss = task.loss(out, batch);
     // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
     const auto aux = model.auxiliary_loss();
     const double local_loss = loss.item<double>();
     const double local_aux = aux.defined() ? aux.item<double>() : 0.0;
+    // Token tasks: the positions scored this step (padding and unscored positions aside), for scored_tokens_per_s.
+    const bool token_targets = batch.targets.scalar_type() == torch::kLong;
+    const double local_scored = token_targets ? (batch.targets != kIgnoreIndex).sum().item<double>() : 0.0;
     // The mean over the ranks: what is logged, and non-finite on every rank when it is on one.
-    double loss_value = local_loss, aux_value = local_aux;
+    double loss_value = local_loss, aux_value = local_aux, scored = local_scored;
     if (communicator) {
-      auto losses = torch::tensor({local_loss, local_aux}, torch::kFloat64);
+      auto losses = torch::tensor({local_loss, local_aux, local_scored}, torch::kFloat64);
       communicator->all_reduce_sum(losses, "the loss");
       loss_value = losses[0].item<double>() / static_cast<double>(world);
       aux_value = losses[1].item<double>() / static_cast<double>(world);
+      scored = losses[2].item<double>();
     }
     // A NaN or Inf in the loss or in a gradient stops the run, or with skip_nonfinite skips the update.
     std::string nonfinite;
@@ -272,7 +276,8 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       state.step = step + 1;
       interval_loss += loss_value;
       interval_steps += 1;
-      interval_tokens += config.batch_size * task.seq_len();  // the global batch
+      interval_tokens += config.batch_size * batch.inputs.size(1);  // the global batch's positions, padding included
+      interval_scored += scored;
     }
 
     const bool last = state.step == config.steps;
@@ -294,13 +299,15 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       j["lr"] = lr;
       j["grad_norm"] = grad_norm;
       j["tokens_per_s"] = tps;
+      if (token_targets)
+        j["scored_tokens_per_s"] = interval_scored / std::max(1e-9, seconds_since(interval_start));
       log(j);
       if (!quiet)
         progress.update(state.step, interval_loss / static_cast<double>(interval_steps), metric,
                         train_metrics.count(metric) ? train_metrics[metric] : NAN, tps);
       interval_start = Clock::now();
       interval_tokens = interval_steps = 0;
-      interval_loss = interval_aux = 0;
+      interval_loss = interval_aux = interval_scored = 0;
     }
     const bool eval_now = last || (config.eval_every > 0 && state.step % config.eval_every == 0);
     if (eval_now) {

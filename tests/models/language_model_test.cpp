@@ -127,6 +127,33 @@ TEST(LanguageModel, GreedyGenerationEqualsRerunningTheFullForward) {
   EXPECT_TRUE(torch::equal(m->generate(prompt, 6, s), m->generate(prompt, 6, s)));
 }
 
+// Packed rows (a text task's pack=1): each sequence's logits equal those of the sequence run alone, positions
+// restarting at its first token, with learned positions, mixers that pack natively and not, and a Memory Lobe.
+TEST(LanguageModel, PackedRowsEqualEachSequenceAlone) {
+  for (const std::string residual : {"prenorm", "hyperlink:lobe=bidirectional"}) {
+    SCOPED_TRACE(residual);
+    torch::manual_seed(3);
+    auto o = small({"softmax", "fem:prior=gla", "gla"});
+    apply_model_spec("lm:dim=16,layers=3,pos=learned,residual=(" + residual + ")", o);
+    LanguageModel m(o);
+    m->to(torch::kDouble);
+    const auto tokens = torch::randint(0, 11, {2, 12}, torch::kLong);
+    auto starts = torch::zeros({2, 12}, torch::kBool);
+    for (int64_t t : {3, 4, 10}) starts[0][t] = true;  // row 0: 0-2, 3, 4-9, 10-11
+    starts[1][7] = true;                                // row 1: 0-6, 7-11
+    const auto packed = m->forward_packed(tokens, starts);
+    ASSERT_EQ(packed.sizes(), (at::IntArrayRef{2, 12, 11}));
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> sequences{{0, 0, 3}, {0, 3, 1}, {0, 4, 6}, {0, 10, 2},
+                                                                      {1, 0, 7}, {1, 7, 5}};
+    for (const auto& [row, begin, length] : sequences)
+      EXPECT_CLOSE(packed[row].narrow(0, begin, length),
+                   m->forward(tokens[row].narrow(0, begin, length).unsqueeze(0))[0], 1e-10, 1e-12)
+          << "row " << row << " from " << begin;
+    EXPECT_CLOSE(m->run(tokens, {}), m->forward(tokens), 0, 0);
+    EXPECT_THROW(m->forward_packed(tokens, starts.narrow(1, 0, 5)), std::exception);
+  }
+}
+
 TEST(LanguageModel, BadInputsAreClearErrors) {
   LanguageModel m(small({"softmax"}));
   EXPECT_THROW(m->forward(torch::tensor(std::vector<int64_t>{1, 2, 15, 3}).view({1, 4})), c10::Error);

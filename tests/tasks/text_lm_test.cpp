@@ -138,6 +138,82 @@ TEST(Text, RegistryBuildsTheTaskFromASpec) {
   EXPECT_FALSE(task->higher_is_better());
 }
 
+TEST(Text, DocumentsAreNonEmptyLinesOrBlocksBetweenBlankLines) {
+  const std::string text = "a b\nc\n\n  \nd\n\ne";
+  EXPECT_EQ(split_documents(text, "lines"), (std::vector<std::string>{"a b\n", "c\n", "d\n", "e"}));
+  EXPECT_EQ(split_documents(text, "paragraphs"), (std::vector<std::string>{"a b\nc\n", "d\n", "e"}));
+  EXPECT_THROW(split_documents(text, "pages"), Error);
+}
+
+// Documents of 3, 2, 1 and 6 tokens in rows of 4: pieces [1 2 3], [4 5], [7 8 9 10 11], [11 12] (the one-token
+// document predicts nothing; the long one is cut with its cut token in both pieces).
+TEST(Text, DocumentRowsHoldOnePieceEachOrPackThemFirstFit) {
+  const std::vector<std::vector<int64_t>> documents{{1, 2, 3}, {4, 5}, {6}, {7, 8, 9, 10, 11, 12}};
+  const int64_t I = kIgnoreIndex;
+  const auto rows_of = [](std::vector<int64_t> v, int64_t width) {
+    return torch::tensor(v, torch::kLong).view({-1, width});
+  };
+  std::vector<int64_t> lengths;
+  const Batch rows = document_rows(documents, 4, false, lengths);
+  EXPECT_EQ(lengths, (std::vector<int64_t>{2, 1, 4, 1}));
+  EXPECT_FALSE(rows.sequence_starts.defined());
+  EXPECT_TRUE(torch::equal(rows.inputs, rows_of({1, 2, 0, 0, 4, 0, 0, 0, 7, 8, 9, 10, 11, 0, 0, 0}, 4)));
+  EXPECT_TRUE(torch::equal(rows.targets, rows_of({2, 3, I, I, 5, I, I, I, 8, 9, 10, 11, 12, I, I, I}, 4)));
+  const Batch packed = document_rows(documents, 4, true, lengths);
+  EXPECT_EQ(lengths, (std::vector<int64_t>{4, 4}));
+  EXPECT_TRUE(torch::equal(packed.inputs, rows_of({1, 2, 4, 11, 7, 8, 9, 10}, 4)));
+  EXPECT_TRUE(torch::equal(packed.targets, rows_of({2, 3, 5, 12, 8, 9, 10, 11}, 4)));
+  EXPECT_TRUE(torch::equal(packed.sequence_starts,
+                           rows_of({1, 0, 1, 1, 1, 0, 0, 0}, 4).to(torch::kBool)));
+}
+
+std::string patterned_paragraphs(int lines) {
+  std::string text;
+  for (int i = 0; i < lines; ++i) text += patterned_text(i % 3 + 1) + "\n";  // 1-3 lines, blank line
+  return text;
+}
+
+TEST(Text, PackedBatchesAreFullRowsOfWholeDocuments) {
+  SKIP_WITHOUT_TOKENIZER();
+  const auto path = write_text("p.txt", patterned_paragraphs(300));
+  auto padded = build_task("text:path=" + path.string() + ",seq_len=96,vocab_size=320,documents=paragraphs");
+  auto packed = build_task("text:path=" + path.string() + ",seq_len=96,vocab_size=320,documents=paragraphs,pack=1");
+  const Batch a = padded->train_batch(2, 8), b = packed->train_batch(2, 8);
+  EXPECT_FALSE(a.sequence_starts.defined());
+  EXPECT_LT(a.inputs.size(1), 96) << "padded to the batch's longest paragraph, not to seq_len";
+  ASSERT_TRUE(b.sequence_starts.defined());
+  EXPECT_EQ(b.inputs.size(0), 8);
+  EXPECT_LE(b.inputs.size(1), 96);
+  EXPECT_EQ(b.inputs.sizes(), b.sequence_starts.sizes());
+  EXPECT_GT(b.sequence_starts.sum().item<int64_t>(), 8 * 2) << "several paragraphs per row";
+  // Packing leaves less than one paragraph of padding per row: far more targets per position than padding.
+  const auto share = [](const Batch& x) { return (x.targets != kIgnoreIndex).sum().item<double>() / x.targets.numel(); };
+  EXPECT_GT(share(b), 0.8);
+  EXPECT_GT(share(b), share(a));
+  EXPECT_LT(packed->train_size(), padded->train_size());
+  EXPECT_TRUE(packed->test_set().sequence_starts.defined());
+  EXPECT_THROW(build_task("text:path=" + path.string() + ",seq_len=96,vocab_size=320,pack=1"), Error);
+}
+
+// Packed paragraphs train as well as the stream: the model reads each paragraph from its start.
+TEST(Text, ASmallModelLearnsPackedParagraphs) {
+  SKIP_WITHOUT_TOKENIZER();
+  const auto path = write_text("q.txt", patterned_paragraphs(400));
+  Config config(run_config_schema());
+  config.set("task", "text:path=" + path.string() + ",seq_len=32,vocab_size=320,documents=paragraphs,pack=1", "test");
+  config.set("mixer", "softmax:heads=2", "test");
+  config.set("model", "lm:dim=32,layers=1", "test");
+  config.apply_override("train.steps=300");
+  config.apply_override("train.lr=0.005");
+  config.apply_override("train.warmup=20");
+  config.apply_override("train.eval_every=0");
+  config.apply_override("threads=1");
+  seqmix::Run run = build_run(config, "");
+  run.train.quiet = true;
+  const double loss = train(*run.model, *run.task, run.train).final_metrics.at("loss");
+  EXPECT_LT(loss, 1.0) << "uniform guessing scores ln(320) = 5.77";
+}
+
 // A one-block model learns the pattern: validation loss falls far below that of a uniform guess.
 TEST(Text, ASmallModelLearnsThePatternedText) {
   SKIP_WITHOUT_TOKENIZER();

@@ -24,6 +24,8 @@ class KVAttentionImpl : public MixerImpl {
  public:
   KVAttentionImpl(std::string kind, const KVAttentionOptions& options);
   torch::Tensor forward(const torch::Tensor& x) override;
+  // One attention call for all sequences where attend_packed is implemented (softmax), else a forward per sequence.
+  torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cu_seqlens) override;
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
   // Appends the block's keys and values to the cache and attends from its queries.
@@ -36,6 +38,10 @@ class KVAttentionImpl : public MixerImpl {
   // q [B,T,H,d], k and v [B,S,H,d], queries are the last T of S positions.
   virtual torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                bool causal) = 0;
+  // The same over packed sequences, q, k, v [1,N,H,d] and cu_seqlens [S+1], each attending within itself; only
+  // for mixers that say packs_natively().
+  virtual torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      bool causal, const torch::Tensor& cu_seqlens);
 
  private:
   torch::Tensor output(const torch::Tensor& read);

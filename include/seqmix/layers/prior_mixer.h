@@ -17,6 +17,9 @@ struct PriorConfig;
 class PriorMixerImpl : public MixerImpl {
  public:
   torch::Tensor forward(const torch::Tensor& x) override;
+  // One read for all sequences where the prior's op takes cu_seqlens (linear, gla), else a forward per sequence.
+  torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& cu_seqlens) override;
+  bool packs_natively() const override;
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
 

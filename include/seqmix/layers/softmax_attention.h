@@ -14,10 +14,13 @@ class SoftmaxAttentionImpl : public KVAttentionImpl {
  public:
   explicit SoftmaxAttentionImpl(const SoftmaxAttentionOptions& options);
   double scale() const { return scale_; }
+  bool packs_natively() const override { return true; }
 
  protected:
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        bool causal) override;
+  torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                              const torch::Tensor& cu_seqlens) override;
 
  private:
   double scale_;

@@ -72,6 +72,9 @@ class LanguageModelImpl : public SequenceModelImpl {
 
   // tokens [B,T] (int64) -> logits [B,T,V]; or features [B,T,F] -> outputs [B,T,O].
   torch::Tensor forward(const torch::Tensor& inputs) override;
+  // The rows laid end to end as one packed row, [1,B*T], the mixers reading each sequence alone (forward_packed),
+  // positions restarting at each sequence; the other sublayers act per token.
+  torch::Tensor forward_packed(const torch::Tensor& inputs, const torch::Tensor& sequence_starts) override;
   // The final hidden state [B,T,D] (after the final norm when enabled).
   torch::Tensor hidden(const torch::Tensor& inputs);
   // The channel mixers' auxiliary losses of the last forward, summed (MoE load balance); undefined if none.
@@ -90,6 +93,8 @@ class LanguageModelImpl : public SequenceModelImpl {
 
  private:
   torch::Tensor embed(const torch::Tensor& inputs, int64_t offset);
+  // Embedding at per-token positions [B,T] (packed sequences).
+  torch::Tensor embed_at(const torch::Tensor& inputs, const torch::Tensor& positions);
   // final norm, then the output projection
   torch::Tensor head(const torch::Tensor& h);
   torch::Tensor tied_projection(const torch::Tensor& z);

@@ -9,6 +9,11 @@ namespace seqmix {
 class SequenceModelImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  // Packed rows: inputs [B,T,...] whose sequence_starts [B,T] (bool) marks the first token of each packed sequence
+  // (every row's first token begins one too); each sequence is modelled as if it were alone. The default refuses.
+  virtual torch::Tensor forward_packed(const torch::Tensor& inputs, const torch::Tensor& sequence_starts);
+  // forward, or forward_packed when sequence_starts is defined (a task's packed batch).
+  torch::Tensor run(const torch::Tensor& inputs, const torch::Tensor& sequence_starts);
   // A loss term the last forward adds to the training objective (e.g. MoE load balance); undefined if none.
   virtual torch::Tensor auxiliary_loss() const { return {}; }
   int64_t parameter_count() const;

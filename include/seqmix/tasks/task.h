@@ -18,6 +18,9 @@ constexpr int64_t kIgnoreIndex = -100;  // targets at unscored positions
 struct Batch {
   at::Tensor inputs;   // tokens [B,T] int64, or real [B,T,F]
   at::Tensor targets;  // tokens [B,T] int64 (kIgnoreIndex = unscored), or real, task-defined
+  // Packed rows (a text task's pack=1): bool [B,T], true at the first token of each packed sequence (a row's first
+  // token begins one too); the model reads each sequence alone (SequenceModelImpl::run). Undefined otherwise.
+  at::Tensor sequence_starts;
   int64_t size() const { return inputs.size(0); }
   Batch rows(int64_t begin, int64_t end) const;       // examples [begin, end)
   Batch select(const at::Tensor& indices) const;      // examples by index

@@ -11,8 +11,9 @@ namespace seqmix {
 class DecayedLinearPrior : public LinearStatePrior {
  public:
   using LinearStatePrior::LinearStatePrior;
+  bool reads_packed() const override { return true; }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::gla(in.q, in.k, values, in.log_decay, config_.impl));
+    return finish(ops::gla(in.q, in.k, values, in.log_decay, config_.impl, in.cu_seqlens));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);

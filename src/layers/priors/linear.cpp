@@ -13,6 +13,7 @@ class LinearPrior : public LinearStatePrior {
   }
   std::string name() const override { return "linear"; }
   bool supports_bidirectional() const override { return true; }
+  bool reads_packed() const override { return true; }
   int64_t modulation_width() const override { return 2 * config_.heads * config_.qk_head_dim; }
   void init_parameters() override { qk_.init_parameters(); }
   PriorInputs prepare(const at::Tensor& x, const at::Tensor& m, const at::Tensor& mask,
@@ -27,7 +28,7 @@ class LinearPrior : public LinearStatePrior {
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::linear_attention(in.q, in.k, values, config_.causal, config_.impl));
+    return finish(ops::linear_attention(in.q, in.k, values, config_.causal, config_.impl, in.cu_seqlens));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);

@@ -6,7 +6,7 @@ namespace seqmix {
 
 PriorInputs PriorInputs::to(at::ScalarType type) const {
   auto cast = [type](const at::Tensor& t) { return t.defined() ? t.to(type) : t; };
-  return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values), cast(write)};
+  return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values), cast(write), cu_seqlens};
 }
 
 at::Tensor PriorImpl::prefill(const at::Tensor& values, const PriorInputs& in, std::any& state) {

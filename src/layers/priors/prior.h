@@ -67,6 +67,7 @@ struct PriorInputs {
   at::Tensor mask;       // [B,T] bool, or undefined
   at::Tensor values;     // packed layout: the value projection [B,T,H,dv] (the third part of qkv)
   at::Tensor write;      // [B,T,H] write strengths in (0, 1) (delta)
+  at::Tensor cu_seqlens;  // int64 [S+1]: B = 1 holds packed sequences, each read alone (reads_packed priors only)
   // The same inputs in another floating-point type (the mask stays bool).
   PriorInputs to(at::ScalarType type) const;
 };
@@ -76,6 +77,8 @@ class PriorImpl : public torch::nn::Module {
   explicit PriorImpl(PriorConfig config) : config_(config) {}
   virtual std::string name() const = 0;
   virtual bool supports_bidirectional() const { return false; }
+  // Whether read() takes packed sequences (in.cu_seqlens) in one call, its op walking the sequence boundaries.
+  virtual bool reads_packed() const { return false; }
   // Packed layout: initialises the projections registered in the mixer, when the mixer's order of drawing its
   // parameters from the generator wants it (separate projections are initialised as they are made).
   virtual void init_parameters() {}
