@@ -40,13 +40,14 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, eps: fl
 
 def fem_softmax_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, causal: bool = True,
                      scale: Optional[float] = None, key_mask: Optional[Tensor] = None,
-                     impl: str = "fused") -> Tuple[Tensor, Tensor]:
+                     impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The Free Energy Mixer's read under the softmax prior p = softmax(scale q k^T): (mean, free_energy).
 
     mean = E_p[clip(v)], free_energy = (1/beta) log E_p[exp(beta clip(v))] per channel, clip to |beta v| <= cap.
     q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv], beta [H*dv] or [H,dv] > 0 -> two [B,T,H,dv]. The fused kernel
-    takes cap <= 40 in float32 (any cap in (0, 43] in float64)."""
-    return _seqmix_ops().fem_softmax_read(q, k, v, beta, cap, causal, scale, key_mask, impl)
+    takes cap <= 40 in float32 (any cap in (0, 43] in float64). cu_seqlens packs sequences (each read alone, once
+    per sequence: eager only)."""
+    return _seqmix_ops().fem_softmax_read(q, k, v, beta, cap, causal, scale, key_mask, impl, cu_seqlens)
 
 
 def fem_linear_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, causal: bool = True,
@@ -121,14 +122,16 @@ def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused",
 
 
 def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive", scale: Optional[float] = None,
-               initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False):
+               initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False,
+               cu_seqlens: Optional[Tensor] = None):
     """The delta rule's (numerator, normaliser): S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, numerator
     S_t^T q_t, normaliser the same read of a value of ones. q, k [B,T,H,dk] (unit norm in the layers), v [B,T,H,dv],
     beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only. scale, initial_state (kv, k_sum) and
-    output_final_state as in linear_attention."""
+    output_final_state as in linear_attention; cu_seqlens packs sequences (one state per sequence, each run alone:
+    eager only)."""
     kv, k_sum = _state_pair(initial_state)
-    return _with_state(*_seqmix_ops().delta_rule(q, k, v, beta, impl, scale, kv, k_sum, output_final_state),
-                       output_final_state)
+    return _with_state(*_seqmix_ops().delta_rule(q, k, v, beta, impl, scale, kv, k_sum, output_final_state,
+                                                 cu_seqlens), output_final_state)
 
 
 def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused",
@@ -165,16 +168,18 @@ def normalised_read(numerator: Tensor, normaliser: Tensor, eps: float) -> Tensor
 
 def ela(q: Tensor, k: Tensor, v: Tensor, kernel: str = "hadamard_exp", causal: bool = True, eps: float = 1e-8,
         impl: str = "fused", scale: Optional[float] = None,
-        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False):
+        initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False,
+        cu_seqlens: Optional[Tensor] = None):
     """Exact Linear Attention: sum_j K(q_t, k_j) v_j / sum_j K(q_t, k_j) in O(T) through the kernel's exact
     features. kernel: hadamard_exp (sum_d exp(q_d + k_d)), sum_sq_euclidean (||q+k||^2), sub_sq_euclidean
     (||q-k||^2), direction_magnitude. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv].
 
     scale multiplies q. Causal only: initial_state (kv, k_sum, key_max) as ela_initial_state / ela_step keep it
     (key_max empty for the polynomial kernels) continues from earlier positions; output_final_state=True returns
-    (y, state)."""
+    (y, state). cu_seqlens packs sequences (one state per sequence, [N,...]; each run alone: eager only)."""
     kv, k_sum, key_max = (None, None, None) if initial_state is None else tuple(initial_state)
-    y, *state = _seqmix_ops().ela(q, k, v, kernel, causal, eps, impl, scale, kv, k_sum, key_max, output_final_state)
+    y, *state = _seqmix_ops().ela(q, k, v, kernel, causal, eps, impl, scale, kv, k_sum, key_max, output_final_state,
+                                  cu_seqlens)
     return (y, tuple(state)) if output_final_state else y
 
 
@@ -182,38 +187,44 @@ def hypermlp_read(q: Tensor, k: Tensor, v: Tensor, s1: Optional[Tensor] = None,
                   mixing1: Optional[Tuple[Tensor, Tensor, Tensor]] = None, s2: Optional[Tensor] = None,
                   mixing2: Optional[Tuple[Tensor, Tensor, Tensor]] = None, activation: str = "relu",
                   layout: str = "lag", eps: float = 1e-12, scale: float = 1.0, block: int = 256,
-                  impl: str = "fused") -> Tensor:
+                  impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """HyperMLP's read: attention as a two-layer MLP over the context with diagonal-plus-low-rank (DPLR) mixing
     along the sequence before (s1, mixing1) and after (s2, mixing2) the activation (relu, glu or softmax).
 
     q [B,T,Hq,dqk], k [B,S,Hq,dqk], v [B,S,H,dvo] -> [B,T,H,dvo] (causal; Hq = H, or 2H for glu). A mixing is
     (diag [Hm,L], U [Hm,L,r], Vt [Hm,r,L]) with the gates s [B,T,Hm,r]; layout "lag" (row L-1-lag) or
-    "forward" (row = position). impl "fused" is the blocked read, "naive" the dense one (src/ops/hypermlp)."""
+    "forward" (row = position). impl "fused" is the blocked read, "naive" the dense one (src/ops/hypermlp).
+    cu_seqlens packs sequences (each read alone from its first token, the mixing shared: eager only)."""
     d1, u1, vt1 = mixing1 if mixing1 is not None else (None, None, None)
     d2, u2, vt2 = mixing2 if mixing2 is not None else (None, None, None)
-    return _seqmix_ops().hypermlp_read(q, k, v, s1, d1, u1, vt1, s2, d2, u2, vt2, activation, layout, eps, scale, block, impl)
+    return _seqmix_ops().hypermlp_read(q, k, v, s1, d1, u1, vt1, s2, d2, u2, vt2, activation, layout, eps, scale, block,
+                                       impl, cu_seqlens)
 
 
 def mha2nd1st_read(q: Tensor, k: Tensor, temperature: Tensor, bias_scale: Tensor, causal: bool = True,
-                   impl: str = "fused") -> Tensor:
+                   impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """MHA2nd1st's read u + c Cov_p(k) u, u = q - E_p[k], p_j = softmax_j(-(||q - k_j||^2) / (2 T_h)).
-    q [B,T,H,d], k [B,S,H,d], temperature [H] > 0, bias_scale [H] -> [B,T,H,d]. "naive" forms Cov_p(k)."""
-    return _seqmix_ops().mha2nd1st_read(q, k, temperature, bias_scale, causal, impl)
+    q [B,T,H,d], k [B,S,H,d], temperature [H] > 0, bias_scale [H] -> [B,T,H,d]. "naive" forms Cov_p(k).
+    cu_seqlens packs sequences (each read alone: eager only)."""
+    return _seqmix_ops().mha2nd1st_read(q, k, temperature, bias_scale, causal, impl, cu_seqlens)
 
 
 def light2nd1st_read(q: Tensor, k: Tensor, v: Tensor, scale: float, tau: Tensor, causal: bool = True,
-                     impl: str = "fused") -> Tensor:
+                     impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """LightMHA2nd1st's read vbar + tau Cov_p(v) vbar, vbar = E_p[v], p = softmax(scale q k^T).
-    q, k [B,*,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]. "naive" forms Cov_p(v)."""
-    return _seqmix_ops().light2nd1st_read(q, k, v, scale, tau, causal, impl)
+    q, k [B,*,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]. "naive" forms Cov_p(v). cu_seqlens packs sequences
+    (each read alone: eager only)."""
+    return _seqmix_ops().light2nd1st_read(q, k, v, scale, tau, causal, impl, cu_seqlens)
 
 
 def fem_ssm_read(v: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, beta: Tensor,
-                 D: Optional[Tensor] = None, cap: float = 40.0, impl: str = "fused") -> Tuple[Tensor, Tensor]:
+                 D: Optional[Tensor] = None, cap: float = 40.0, impl: str = "fused",
+                 cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the selective-SSM prior, per channel: weights are the scan's impulse response,
     normalised by the scan of ones (with the skip D u in both, as the FEM layer reads it).
-    v, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] >= 0, D [C], beta [C] -> (mean, free_energy) [B,T,C]."""
-    return _seqmix_ops().fem_ssm_read(v, delta, A, b, c, D, beta, cap, impl)
+    v, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] >= 0, D [C], beta [C] -> (mean, free_energy) [B,T,C].
+    cu_seqlens packs sequences as in ssm_scan."""
+    return _seqmix_ops().fem_ssm_read(v, delta, A, b, c, D, beta, cap, impl, cu_seqlens)
 
 
 # ---- decode: one position at a time, the state in and the updated state out ------------------------------

@@ -1,6 +1,8 @@
 """Variable-length packed batches (cu_seqlens, flash-attn's and flash-linear-attention's convention): N sequences
 concatenated in one row [1, total_T, ...]. For every op that takes cu_seqlens (attention, linear_attention, gla,
-aft, ssm_scan and the FEM reads through the linear, GLA and AFT priors), every impl, causal or not: the
+aft, ssm_scan and the FEM reads through the linear, GLA, AFT and SSM priors walk the boundaries in their kernels;
+ELA, the delta rule, the second-order reads and FEM's softmax read run once per sequence), every impl, causal or
+not: the
 packed output equals each sequence run alone, and so do the gradients, over lengths of 1 and lengths that cross
 the kernels' block boundaries (attention: 96 query and 256 key rows; GLA: 64-position chunks). Bad offsets are
 one-line errors."""
@@ -121,6 +123,107 @@ class PackedEqualsEachSequenceAlone(unittest.TestCase):
                     torch.testing.assert_close(y[:, x:z], y_s, atol=1e-10, rtol=1e-10)
                     torch.testing.assert_close(final[s:s + 1], final_s, atol=1e-10, rtol=1e-10)
 
+    def test_ops_that_run_once_per_sequence(self):
+        """ELA, the delta rule, the second-order reads and FEM's softmax and SSM reads with cu_seqlens."""
+        lengths = (1, 70, 5, 1, 40)
+        T = sum(lengths)
+        q, k, v = torch.randn(1, T, H, DK, dtype=D), torch.randn(1, T, H, DK, dtype=D), torch.randn(1, T, H, DV, dtype=D)
+        unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+        beta_delta = torch.rand(1, T, H, dtype=D) * 0.8 + 0.1
+        beta, temperature, bias_scale, tau = (torch.rand(H * DV, dtype=D) + 0.5, torch.rand(H, dtype=D) + 0.5,
+                                              torch.randn(H, dtype=D), torch.rand(H, dtype=D))
+        for kernel in ("hadamard_exp", "sum_sq_euclidean", "sub_sq_euclidean", "direction_magnitude"):
+            for impl in seqmix.op_impls("ela"):
+                for causal in (True, False):
+                    with self.subTest(op="ela", kernel=kernel, impl=impl, causal=causal):
+                        self.compare(lambda q, k, v, cu: seqmix.ela(q, k, v, kernel, causal, impl=impl, cu_seqlens=cu),
+                                     lambda q, k, v: seqmix.ela(q, k, v, kernel, causal, impl=impl), (q, k, v),
+                                     lengths)
+        for impl in seqmix.op_impls("delta_rule"):
+            with self.subTest(op="delta_rule", impl=impl):
+                self.compare(lambda q, k, v, b, cu: seqmix.delta_rule(unit(q), unit(k), v, b, impl, cu_seqlens=cu),
+                             lambda q, k, v, b: seqmix.delta_rule(unit(q), unit(k), v, b, impl), (q, k, v, beta_delta),
+                             lengths)
+        for impl in seqmix.op_impls("mha2nd1st_read"):
+            for causal in (True, False):
+                with self.subTest(op="mha2nd1st_read", impl=impl, causal=causal):
+                    self.compare(lambda q, k, cu: seqmix.mha2nd1st_read(q, k, temperature, bias_scale, causal, impl,
+                                                                        cu_seqlens=cu),
+                                 lambda q, k: seqmix.mha2nd1st_read(q, k, temperature, bias_scale, causal, impl),
+                                 (q, k), lengths)
+                with self.subTest(op="light2nd1st_read", impl=impl, causal=causal):
+                    self.compare(lambda q, k, v, cu: seqmix.light2nd1st_read(q, k, v, 0.5, tau, causal, impl,
+                                                                             cu_seqlens=cu),
+                                 lambda q, k, v: seqmix.light2nd1st_read(q, k, v, 0.5, tau, causal, impl), (q, k, v),
+                                 lengths)
+        for impl in seqmix.op_impls("fem_softmax_read"):
+            for causal in (True, False):
+                with self.subTest(op="fem_softmax_read", impl=impl, causal=causal):
+                    self.compare(lambda q, k, v, cu: seqmix.fem_softmax_read(q, k, v, beta, causal=causal, impl=impl,
+                                                                             cu_seqlens=cu),
+                                 lambda q, k, v: seqmix.fem_softmax_read(q, k, v, beta, causal=causal, impl=impl),
+                                 (q, k, v), lengths)
+        L, R = T, 2  # HyperMLP's mixing: parameters for up to L lags, rank R, gates per position
+        mixing = lambda hm: (torch.randn(hm, L, dtype=D) * 0.1, torch.randn(hm, L, R, dtype=D) * 0.3,  # noqa: E731
+                             torch.randn(hm, R, L, dtype=D) * 0.3)
+        mixing1, mixing2 = mixing(2 * H), mixing(H)
+        qg, kg = torch.randn(1, T, 2 * H, DK, dtype=D), torch.randn(1, T, 2 * H, DK, dtype=D)
+        s1, s2 = torch.randn(1, T, 2 * H, R, dtype=D), torch.randn(1, T, H, R, dtype=D)
+        for impl in seqmix.op_impls("hypermlp_read"):
+            for layout in ("lag", "forward"):
+                with self.subTest(op="hypermlp_read", impl=impl, layout=layout):
+                    self.compare(lambda q, k, v, s1, s2, cu: seqmix.hypermlp_read(
+                                     q, k, v, s1, mixing1, s2, mixing2, "glu", layout, block=16, impl=impl,
+                                     cu_seqlens=cu),
+                                 lambda q, k, v, s1, s2: seqmix.hypermlp_read(
+                                     q, k, v, s1, mixing1, s2, mixing2, "glu", layout, block=16, impl=impl),
+                                 (qg, kg, v, s1, s2), lengths)
+        S = 3
+        u, delta = torch.randn(1, T, C, dtype=D), torch.rand(1, T, C, dtype=D) + 0.1
+        A, b, c = -torch.rand(C, S, dtype=D) - 0.1, torch.rand(1, T, S, dtype=D), torch.rand(1, T, S, dtype=D)
+        beta_c, skip = torch.rand(C, dtype=D) + 0.5, torch.randn(C, dtype=D)
+        for impl in seqmix.op_impls("fem_ssm_read"):
+            with self.subTest(op="fem_ssm_read", impl=impl):
+                self.compare(lambda u, delta, b, c, cu: seqmix.fem_ssm_read(u, delta, A, b, c, beta_c, skip, impl=impl,
+                                                                            cu_seqlens=cu),
+                             lambda u, delta, b, c: seqmix.fem_ssm_read(u, delta, A, b, c, beta_c, skip, impl=impl),
+                             (u, delta, b, c), lengths)
+
+    def test_ela_and_delta_states_per_sequence(self):
+        lengths = (3, 20, 1)
+        N, T, cu = len(lengths), sum(lengths), offsets(lengths)
+        q, k, v = torch.randn(1, T, H, DK, dtype=D), torch.randn(1, T, H, DK, dtype=D), torch.randn(1, T, H, DV, dtype=D)
+        for kernel in ("hadamard_exp", "sum_sq_euclidean"):
+            # A state from an earlier call of each sequence: the final state of a random prefix.
+            prefix = torch.randn(N, 4, H, DK, dtype=D), torch.randn(N, 4, H, DK, dtype=D), torch.randn(N, 4, H, DV, dtype=D)
+            _, state = seqmix.ela(prefix[0], prefix[1], prefix[2], kernel, output_final_state=True)
+            for impl in seqmix.op_impls("ela"):
+                with self.subTest(op="ela", kernel=kernel, impl=impl):
+                    y, final = seqmix.ela(q, k, v, kernel, impl=impl, initial_state=state, output_final_state=True,
+                                          cu_seqlens=cu)
+                    for s in range(N):
+                        a, b = cu[s].item(), cu[s + 1].item()
+                        row = tuple(t[s:s + 1] if t.numel() else t for t in state)
+                        y_s, final_s = seqmix.ela(q[:, a:b], k[:, a:b], v[:, a:b], kernel, impl=impl, initial_state=row,
+                                                  output_final_state=True)
+                        torch.testing.assert_close(y[:, a:b], y_s, atol=1e-10, rtol=1e-10)
+                        for got, want in zip(final, final_s):
+                            torch.testing.assert_close(got[s:s + 1] if got.numel() else got, want, atol=1e-10,
+                                                       rtol=1e-10)
+        beta = torch.rand(1, T, H, dtype=D)
+        kv0, z0 = torch.randn(N, H, DK, DV, dtype=D), torch.rand(N, H, DK, dtype=D)
+        num, den, (kv, z) = seqmix.delta_rule(q, k, v, beta, initial_state=(kv0, z0), output_final_state=True,
+                                              cu_seqlens=cu)
+        for s in range(N):
+            a, b = cu[s].item(), cu[s + 1].item()
+            num_s, den_s, (kv_s, z_s) = seqmix.delta_rule(q[:, a:b], k[:, a:b], v[:, a:b], beta[:, a:b],
+                                                          initial_state=(kv0[s:s + 1], z0[s:s + 1]),
+                                                          output_final_state=True)
+            torch.testing.assert_close(num[:, a:b], num_s, atol=1e-10, rtol=1e-10)
+            torch.testing.assert_close(den[:, a:b], den_s, atol=1e-10, rtol=1e-10)
+            torch.testing.assert_close(kv[s:s + 1], kv_s, atol=1e-10, rtol=1e-10)
+            torch.testing.assert_close(z[s:s + 1], z_s, atol=1e-10, rtol=1e-10)
+
     def test_aft_states_per_sequence(self):
         lengths = (3, 70, 1)
         T, N, cu = sum(lengths), len(lengths), offsets(lengths)
@@ -202,7 +305,53 @@ class PackedFusedMatchesNaive(unittest.TestCase):
                     torch.testing.assert_close(got, want, atol=2e-4 * want.abs().max().item(), rtol=2e-4)
 
 
+class PackedLayers(unittest.TestCase):
+    """Mixers and the lm model take packed sequences too: Mixer(x [1,N,dim], cu_seqlens=...) and Model(tokens [1,N],
+    cu_seqlens=...) equal each sequence alone, in one kernel call where the mixer packs natively."""
+
+    def test_mixers(self):
+        lengths = (4, 1, 9, 6)
+        cu = offsets(lengths)
+        for spec, native in (("softmax:heads=2", True), ("gla:heads=2", True), ("linear:causal=0", True),
+                             ("fem:prior=gla,heads=2", False), ("ela:heads=2", False)):
+            with self.subTest(mixer=spec):
+                mixer = seqmix.Mixer(spec, 16, 32).double()
+                self.assertEqual(mixer.packs_natively, native)
+                x = torch.randn(1, sum(lengths), 16, dtype=D, requires_grad=True)
+                packed = mixer(x, cu_seqlens=cu)
+                alone = torch.cat([mixer(x[:, a:b]) for a, b in zip(cu[:-1].tolist(), cu[1:].tolist())], 1)
+                torch.testing.assert_close(packed, alone, atol=1e-10, rtol=1e-10)
+                w = torch.randn_like(packed)
+                grad_packed, = torch.autograd.grad((packed * w).sum(), x)
+                grad_alone, = torch.autograd.grad((alone * w).sum(), x)
+                torch.testing.assert_close(grad_packed, grad_alone, atol=1e-10, rtol=1e-10)
+        with self.assertRaisesRegex(RuntimeError, "cu_seqlens must run from 0 to the packed length 20"):
+            seqmix.Mixer("softmax", 16)(torch.randn(1, 20, 16), cu_seqlens=torch.tensor([0, 5]))
+
+    def test_language_model(self):
+        lengths = (5, 1, 11)
+        cu = offsets(lengths)
+        model = seqmix.LanguageModel(vocab_size=20, mixers=["softmax:heads=2", "gla:heads=2"], dim=16, layers=2,
+                                     max_len=16, pos="learned").double()
+        tokens = torch.randint(0, 20, (1, sum(lengths)))
+        packed = model(tokens, cu_seqlens=cu)
+        for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+            torch.testing.assert_close(packed[:, a:b], model(tokens[:, a:b]), atol=1e-10, rtol=1e-10)
+        starts = torch.zeros(1, sum(lengths), dtype=torch.bool)
+        starts[0, cu[:-1]] = True
+        torch.testing.assert_close(model(tokens, sequence_starts=starts), packed, atol=0, rtol=0)
+        with self.assertRaisesRegex(ValueError, "must rise from 0 to the packed length 17"):
+            model(tokens, cu_seqlens=torch.tensor([0, 4]))
+
+
 class BadOffsets(unittest.TestCase):
+    def test_ops_run_once_per_sequence_refuse_torch_compile(self):
+        q, v = torch.randn(1, 6, H, DK), torch.randn(1, 6, H, DV)
+        compiled = torch.compile(lambda q, v, cu: seqmix.ela(q, q, v, cu_seqlens=cu), fullgraph=True,
+                                 backend="aot_eager")
+        with self.assertRaisesRegex(Exception, "ela: with cu_seqlens this op runs once per sequence"):
+            compiled(q, v, torch.tensor([0, 2, 6]))
+
     def test_one_line_errors(self):
         q = torch.randn(1, 6, H, DK, dtype=D)
         v = torch.randn(1, 6, H, DV, dtype=D)

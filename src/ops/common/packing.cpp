@@ -59,6 +59,25 @@ std::vector<Chunk> sequence_chunks(const at::Tensor& cu_seqlens, int64_t length,
   return chunks;
 }
 
+std::vector<Segment> eager_sequence_segments(const char* op, const at::Tensor& cu_seqlens, int64_t length) {
+  TORCH_CHECK(!cu_seqlens.is_meta() && !cu_seqlens.unsafeGetTensorImpl()->is_python_dispatch(), op,
+              ": with cu_seqlens this op runs once per sequence, which needs the offsets' values: call it eagerly "
+              "(outside torch.compile, or under torch.compiler.disable)");
+  return sequence_segments(cu_seqlens, length);
+}
+
+std::vector<at::Tensor> join_sequences(const std::vector<std::vector<at::Tensor>>& outputs,
+                                       const std::vector<int64_t>& join_dims) {
+  std::vector<at::Tensor> joined(join_dims.size());
+  for (size_t i = 0; i < join_dims.size(); ++i) {
+    std::vector<at::Tensor> parts;
+    for (const auto& o : outputs)
+      if (o[i].defined()) parts.push_back(o[i]);
+    if (!parts.empty()) joined[i] = at::cat(parts, join_dims[i]);
+  }
+  return joined;
+}
+
 SequenceBounds sequence_bounds(const at::Tensor& cu_seqlens, int64_t length) {
   SequenceBounds bounds{std::vector<int64_t>(static_cast<size_t>(length)),
                         std::vector<int64_t>(static_cast<size_t>(length))};

@@ -43,4 +43,24 @@ struct SequenceBounds {
 };
 SequenceBounds sequence_bounds(const at::Tensor& cu_seqlens, int64_t length);
 
+// Packed sequences for an op whose kernels do not walk sequence boundaries (ELA, the delta rule, the second-order
+// reads, FEM's softmax read): the op runs once per sequence, on its slice, and the outputs are joined. The
+// sequences are read from cu_seqlens's values, so this is eager only: under torch.compile (fake tensors) it is a
+// one-line error naming `op`.
+std::vector<Segment> eager_sequence_segments(const char* op, const at::Tensor& cu_seqlens, int64_t length);
+// Output i of every sequence joined along join_dims[i]: 1 for time-major outputs [1,l,...], 0 for per-sequence
+// states [1,...] (an undefined output stays undefined).
+std::vector<at::Tensor> join_sequences(const std::vector<std::vector<at::Tensor>>& outputs,
+                                       const std::vector<int64_t>& join_dims);
+// Runs alone(begin, length, index) -> the outputs of sequence `index` (positions [begin, begin + length)) for
+// every sequence of cu_seqlens, and joins them (join_sequences).
+template <class Alone>
+std::vector<at::Tensor> each_sequence_alone(const char* op, const at::Tensor& cu_seqlens, int64_t length,
+                                            const std::vector<int64_t>& join_dims, const Alone& alone) {
+  std::vector<std::vector<at::Tensor>> outputs;
+  for (const Segment& s : eager_sequence_segments(op, cu_seqlens, length))
+    outputs.push_back(alone(s.begin, s.end - s.begin, static_cast<int64_t>(outputs.size())));
+  return join_sequences(outputs, join_dims);
+}
+
 }  // namespace seqmix::ops

@@ -1,6 +1,7 @@
 // The delta family in the op table and in torch.ops.seqmix: the delta rule (DeltaNet) in its parallel form and
 // its decode step, on linear attention's state layout.
 #include "../common/bench_inputs.h"
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/delta.h"
 #include "seqmix/ops/op_table.h"
@@ -20,7 +21,24 @@ namespace {
 // the last position.
 ReadAndState delta_rule_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                            c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                           const c10::optional<at::Tensor>& k_sum, bool output_final_state) {
+                           const c10::optional<at::Tensor>& k_sum, bool output_final_state,
+                           const c10::optional<at::Tensor>& cu_seqlens) {
+  if (cu_seqlens.has_value()) {
+    // Packed: each sequence alone, from its own row of the initial state ([N,H,dk,dv] and [N,H,dk]).
+    check_cu_seqlens("delta_rule", *cu_seqlens, q.size(0), q.size(1));
+    const auto row = [](const c10::optional<at::Tensor>& t, int64_t i) {
+      return t.has_value() ? c10::optional<at::Tensor>(t->narrow(0, i, 1)) : t;
+    };
+    const auto joined = each_sequence_alone(
+        "delta_rule", *cu_seqlens, q.size(1), {1, 1, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
+          const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
+          const auto [numerator, normaliser, kv_i, k_sum_i] = delta_rule_op(
+              part(q), part(k), part(v), part(beta), impl, scale, row(kv, i), row(k_sum, i), output_final_state,
+              c10::nullopt);
+          return std::vector<at::Tensor>{numerator, normaliser, kv_i, k_sum_i};
+        });
+    return {joined[0], joined[1], joined[2], joined[3]};
+  }
   const ReadWithState r = delta_rule_from_state(scaled(q, scale), k, v, beta, {or_undefined(kv), or_undefined(k_sum)},
                                                 output_final_state, impl_of(impl));
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
@@ -74,7 +92,8 @@ SEQMIX_OP_FAMILY(declare_delta);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='naive', "
-                               "float? scale=None, Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False) "
+                               "float? scale=None, Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
+                               "Tensor? cu_seqlens=None) "
                                "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&delta_rule_step_op>(m, "delta_rule_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor beta_t, Tensor kv, "
                                     "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");

@@ -1,6 +1,7 @@
 // The ela family in the op table and in torch.ops.seqmix: Exact Linear Attention (the linear form, or the
 // explicit quadratic form as its naive twin, with state handoff), its decode step and state.
 #include "../common/bench_inputs.h"
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/op_table.h"
@@ -28,7 +29,25 @@ at::Tensor undefined_as_empty(const at::Tensor& key_max, const at::Tensor& like)
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_op(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view kernel_name, bool causal,
     double eps, c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-    const c10::optional<at::Tensor>& k_sum, const c10::optional<at::Tensor>& key_max, bool output_final_state) {
+    const c10::optional<at::Tensor>& k_sum, const c10::optional<at::Tensor>& key_max, bool output_final_state,
+    const c10::optional<at::Tensor>& cu_seqlens) {
+  if (cu_seqlens.has_value()) {
+    // Packed: each sequence alone, from its own row of the initial state ([N,...] each; key_max stays [0] for the
+    // kernels without one).
+    check_cu_seqlens("ela", *cu_seqlens, q.size(0), q.size(1));
+    const auto row = [](const c10::optional<at::Tensor>& t, int64_t i) {
+      return t.has_value() && t->numel() > 0 ? c10::optional<at::Tensor>(t->narrow(0, i, 1)) : t;
+    };
+    const auto joined = each_sequence_alone(
+        "ela", *cu_seqlens, q.size(1), {1, 0, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
+          const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
+          const auto [y, kv_i, k_sum_i, key_max_i] =
+              ela_op(part(q), part(k), part(v), kernel_name, causal, eps, impl, scale, row(kv, i), row(k_sum, i),
+                     row(key_max, i), output_final_state, c10::nullopt);
+          return std::vector<at::Tensor>{y, kv_i, k_sum_i, key_max_i};
+        });
+    return {joined[0], joined[1], joined[2], joined[3]};
+  }
   const ExactKernel& kernel = exact_kernel(std::string(kernel_name));
   const at::Tensor qs = scaled(q, scale);
   const at::Tensor y = ela(qs, k, v, kernel, causal, eps, impl_of(impl));
@@ -111,7 +130,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&ela_op>(m, "ela(Tensor q, Tensor k, Tensor v, str kernel='hadamard_exp', bool causal=True, "
                         "float eps=1e-8, str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
-                        "Tensor? key_max=None, bool output_final_state=False) "
+                        "Tensor? key_max=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
                         "-> (Tensor y, Tensor kv, Tensor k_sum, Tensor key_max)");
   define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
                              "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "

@@ -2,6 +2,7 @@
 // and the value clamp and restore every FEM read uses. (The reads through the linear priors, fem_<prior>_read,
 // live with their priors and share fem_capped_read.)
 #include "../common/bench_inputs.h"
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
@@ -21,8 +22,21 @@ namespace {
 
 TensorPair fem_softmax_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, c10::optional<double> scale,
-                               const c10::optional<at::Tensor>& key_mask, c10::string_view impl) {
+                               const c10::optional<at::Tensor>& key_mask, c10::string_view impl,
+                               const c10::optional<at::Tensor>& cu_seqlens) {
   const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  if (cu_seqlens.has_value()) {
+    // Packed: each sequence read alone (the fused kernel's per-channel shift is a max over a query block's keys,
+    // which would span sequences), joined along time.
+    check_packed_attention("fem_softmax_read", q, k, or_undefined(key_mask), *cu_seqlens);
+    const auto joined = each_sequence_alone(
+        "fem_softmax_read", *cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
+          const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
+          const FemRead r = fem_softmax_read(part(q), part(k), part(v), beta, cap, causal, s, {}, impl_of(impl));
+          return std::vector<at::Tensor>{r.mean, r.free_energy};
+        });
+    return {joined[0], joined[1]};
+  }
   const FemRead r = fem_softmax_read(q, k, v, beta, cap, causal, s, or_undefined(key_mask), impl_of(impl));
   return {r.mean, r.free_energy};
 }
@@ -79,7 +93,8 @@ SEQMIX_OP_FAMILY(declare_fem);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&fem_softmax_read_op>(m, "fem_softmax_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
-                                     "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='fused') "
+                                     "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='fused', "
+                                     "Tensor? cu_seqlens=None) "
                                      "-> (Tensor mean, Tensor free_energy)");
   define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)");
   define_op<&fem_restore_op>(m, "fem_restore(Tensor z, Tensor shift, Tensor beta) -> Tensor");

@@ -1,5 +1,6 @@
 // The hypermlp family in the op table and in torch.ops.seqmix: HyperMLP's DPLR attention read, blocked (the
 // fast form) or dense (its naive twin, O(T^3)).
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/hypermlp.h"
 #include "seqmix/ops/op_table.h"
@@ -32,7 +33,7 @@ at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::
                             const c10::optional<at::Tensor>& s2, const c10::optional<at::Tensor>& diag2,
                             const c10::optional<at::Tensor>& U2, const c10::optional<at::Tensor>& Vt2,
                             c10::string_view activation, c10::string_view layout, double eps, double scale,
-                            int64_t block, c10::string_view impl) {
+                            int64_t block, c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
   HyperReadOptions options;
   if (activation == "relu")
     options.activation = HyperActivation::relu;
@@ -55,7 +56,16 @@ at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::
   const HyperMixing after = mixing(diag2, U2, Vt2, "after the activation");
   TORCH_CHECK(before.defined() == s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
   TORCH_CHECK(after.defined() == s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
-  return hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
+  if (!cu_seqlens.has_value())
+    return hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
+  // Packed: each sequence read alone (its lags and, in the forward layout, its positions start at its first token),
+  // the mixing parameters shared; joined along time.
+  check_packed_attention("hypermlp_read", q, k, at::Tensor(), *cu_seqlens);
+  return each_sequence_alone("hypermlp_read", *cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
+    const auto part = [&](const at::Tensor& x) { return x.defined() ? x.narrow(1, begin, length) : x; };
+    return std::vector<at::Tensor>{hypermlp_read(part(q), part(k), part(v), part(or_undefined(s1)), before,
+                                                 part(or_undefined(s2)), after, options, impl_of(impl))};
+  })[0];
 }
 
 OpFamily declare_hypermlp() {
@@ -74,5 +84,5 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       m, "hypermlp_read(Tensor q, Tensor k, Tensor v, Tensor? s1=None, Tensor? diag1=None, Tensor? U1=None, "
          "Tensor? Vt1=None, Tensor? s2=None, Tensor? diag2=None, Tensor? U2=None, Tensor? Vt2=None, "
          "str activation='relu', str layout='lag', float eps=1e-12, float scale=1., int block=256, "
-         "str impl='fused') -> Tensor");
+         "str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
 }

@@ -1,5 +1,6 @@
 // The second_order family in the op table and in torch.ops.seqmix: the energy paper's MHA2nd1st and
 // LightMHA2nd1st reads, in O(N d) form (fused) or with the covariance formed explicitly (naive).
+#include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/second_order_attention.h"
@@ -24,14 +25,33 @@ std::vector<BadCall> second_order_bad_calls();
 
 namespace {
 
+// Packed (cu_seqlens): the read of each sequence alone, joined along time.
+template <class Read>
+at::Tensor each_sequence_read(const char* op, const at::Tensor& q, const at::Tensor& k,
+                              const c10::optional<at::Tensor>& cu_seqlens, const Read& read) {
+  if (!cu_seqlens.has_value()) return read(0, q.size(1));
+  check_packed_attention(op, q, k, at::Tensor(), *cu_seqlens);
+  return each_sequence_alone(op, *cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
+    return std::vector<at::Tensor>{read(begin, length)};
+  })[0];
+}
+
 at::Tensor mha2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                        const at::Tensor& bias_scale, bool causal, c10::string_view impl) {
-  return mha2nd1st(q, k, temperature, bias_scale, causal, impl_of(impl));
+                        const at::Tensor& bias_scale, bool causal, c10::string_view impl,
+                        const c10::optional<at::Tensor>& cu_seqlens) {
+  return each_sequence_read("mha2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
+    const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
+    return mha2nd1st(part(q), part(k), temperature, bias_scale, causal, impl_of(impl));
+  });
 }
 
 at::Tensor light2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                          const at::Tensor& tau, bool causal, c10::string_view impl) {
-  return light2nd1st(q, k, v, scale, tau, causal, impl_of(impl));
+                          const at::Tensor& tau, bool causal, c10::string_view impl,
+                          const c10::optional<at::Tensor>& cu_seqlens) {
+  return each_sequence_read("light2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
+    const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
+    return light2nd1st(part(q), part(k), part(v), scale, tau, causal, impl_of(impl));
+  });
 }
 
 OpFamily declare_second_order() {
@@ -49,7 +69,7 @@ SEQMIX_OP_FAMILY(declare_second_order);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&mha2nd1st_op>(m, "mha2nd1st_read(Tensor q, Tensor k, Tensor temperature, Tensor bias_scale, "
-                              "bool causal=True, str impl='fused') -> Tensor");
+                              "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
   define_op<&light2nd1st_op>(m, "light2nd1st_read(Tensor q, Tensor k, Tensor v, float scale, Tensor tau, "
-                                "bool causal=True, str impl='fused') -> Tensor");
+                                "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
 }

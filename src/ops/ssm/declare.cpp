@@ -41,7 +41,7 @@ TensorPair ssm_step_op(const at::Tensor& u_t, const at::Tensor& delta_t, const a
 // real tokens (this op has no padding mask). v, delta [B,T,C], A [C,N], b, c [B,T,N], D [C] (optional), beta [C].
 TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                            const at::Tensor& c, const c10::optional<at::Tensor>& D, const at::Tensor& beta, double cap,
-                           c10::string_view impl) {
+                           c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read");
   const FemRead r = fem_capped_read("fem_ssm_read", v, beta, cap, [&](const at::Tensor& values) {
@@ -49,7 +49,8 @@ TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const a
     // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.
     const auto u = at::cat({values, at::ones_like(v, values.options())}, -1);
     const auto tile = [](const at::Tensor& t, int64_t dim) { return at::cat({t, t, t}, dim); };
-    auto y = ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen);
+    auto y = ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen,
+                      or_undefined(cu_seqlens));
     if (D.has_value()) y = y + u * tile(D->to(type), 0);
     const int64_t C = v.size(-1);
     const auto den = y.narrow(-1, 2 * C, C);
@@ -98,5 +99,6 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
                              "-> (Tensor y, Tensor state)");
   define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "
-                                 "Tensor beta, float cap=40., str impl='fused') -> (Tensor mean, Tensor free_energy)");
+                                 "Tensor beta, float cap=40., str impl='fused', Tensor? cu_seqlens=None) "
+                                 "-> (Tensor mean, Tensor free_energy)");
 }
