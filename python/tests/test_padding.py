@@ -2,8 +2,9 @@
 fem_softmax_read, aft, fem_aft_read, aft_step): whatever a masked position holds (NaN, +inf, -inf or ordinary
 numbers), the outputs at real positions are bitwise the same, and so are the gradients at real positions when
 the padded outputs get no upstream gradient (a loss that ignores padding); nothing is NaN or inf. A poison gives
-exactly what zeros there give. FEM's beta and MHA2nd1st's temperature must be > 0, and a decode state must have
-its inputs' dtype."""
+exactly what zeros there give. A NaN or inf at an unmasked key position t changes no output before t (nor, packed,
+another sequence's). FEM's beta and MHA2nd1st's temperature must be > 0, and a decode state must have its inputs'
+dtype."""
 import math
 import unittest
 
@@ -95,6 +96,107 @@ class MaskedPositionsContributeNothing(unittest.TestCase):
                 dens.append(den)
             return torch.cat(nums, 1), torch.cat(dens, 1)  # [B,T,C] each
         self.compare(steps, (k, v))
+
+
+class NonFiniteValuesStayCausal(unittest.TestCase):
+    """A NaN or inf at key position t changes no output before t, for every causal op and impl (the kernels'
+    zero weights would multiply it in, 0 x NaN; the ops recompute the outputs before it from the finite prefix),
+    and, packed, no other sequence's outputs: they equal the clean ones. (Gradients are not covered: the backward
+    of the full call multiplies its zero upstream gradients by the NaN, and autograd sums that in.)"""
+    LENGTH, AT = 150, 100  # across the kernels' 64- and 96-position blocks
+
+    def check(self, name, op, inputs, key_side, cu_seqlens=None):
+        clean = op(*inputs)
+        clean = clean if isinstance(clean, tuple) else (clean,)
+        for i in key_side:
+            for poison in POISONS:
+                with self.subTest(op=name, input=i, poison=poison):
+                    poisoned = [x.clone() for x in inputs]
+                    poisoned[i][:, self.AT] = poison
+                    out = op(*poisoned)
+                    out = out if isinstance(out, tuple) else (out,)
+                    # Unpacked: positions before AT; packed: every sequence but the one holding AT (lengths below).
+                    keep = (slice(0, self.AT) if cu_seqlens is None else
+                            torch.cat([torch.arange(0, 60), torch.arange(110, self.LENGTH)]))
+                    for o, c in zip(out, clean):
+                        self.assertTrue(torch.isfinite(o[:, keep]).all())
+                        torch.testing.assert_close(o[:, keep], c[:, keep], atol=1e-12, rtol=1e-12)
+
+    def test_every_causal_op(self):
+        L = self.LENGTH
+        q, k, v = torch.randn(B, L, H, DK, dtype=D), torch.randn(B, L, H, DK, dtype=D), torch.randn(B, L, H, DV, dtype=D)
+        qp, kp = q.abs() + 0.1, k.abs() + 0.1
+        a, beta = -torch.rand(B, L, H, dtype=D) * 0.3, torch.rand(H * DV, dtype=D) + 0.5
+        temperature, bias_scale, tau = torch.rand(H, dtype=D) + 0.5, torch.randn(H, dtype=D), torch.rand(H, dtype=D)
+        unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+        for impl in seqmix.op_impls("attention"):
+            self.check(f"attention {impl}", lambda q, k, v: seqmix.attention(q, k, v, True, impl=impl), (q, k, v), (1, 2))
+        for impl in ("fused", "naive"):
+            self.check(f"linear_attention {impl}", lambda q, k, v: seqmix.linear_attention(q, k, v, True, impl),
+                       (qp, kp, v), (1, 2))
+            self.check(f"gla {impl}", lambda q, k, v, a: seqmix.gla(q, k, v, a, impl), (qp, kp, v, a), (1, 2, 3))
+            self.check(f"fem_softmax_read {impl}", lambda q, k, v: seqmix.fem_softmax_read(q, k, v, beta, impl=impl),
+                       (q, k, v), (1, 2))
+            self.check(f"fem_linear_read {impl}", lambda q, k, v: seqmix.fem_linear_read(q, k, v, beta, impl=impl),
+                       (qp, kp, v), (1, 2))
+            for kernel in ("hadamard_exp", "sum_sq_euclidean", "sub_sq_euclidean", "direction_magnitude"):
+                self.check(f"ela {kernel} {impl}", lambda q, k, v: seqmix.ela(q, k, v, kernel, impl=impl), (q, k, v),
+                           (1, 2))
+            self.check(f"mha2nd1st_read {impl}",
+                       lambda q, k: seqmix.mha2nd1st_read(q, k, temperature, bias_scale, True, impl), (q, k), (1,))
+            self.check(f"light2nd1st_read {impl}", lambda q, k, v: seqmix.light2nd1st_read(q, k, v, 0.5, tau, True, impl),
+                       (q, k, v), (1, 2))
+            self.check(f"hypermlp_read {impl}", lambda q, k, v: seqmix.hypermlp_read(q, k, v, block=32, impl=impl),
+                       (q, k, v), (1, 2))
+        self.check("delta_rule", lambda q, k, v, b: seqmix.delta_rule(unit(q), unit(k), v, b),
+                   (q, k, v, torch.rand(B, L, H, dtype=D)), (1, 2, 3))
+
+    def test_packed_sequences(self):
+        """Sequences [0, 60), [60, 110), [110, 150): a poison at 100 stays in the second, for every op with
+        cu_seqlens."""
+        L, cu = self.LENGTH, torch.tensor([0, 60, 110, 150])
+        q, k, v = torch.randn(1, L, H, DK, dtype=D), torch.randn(1, L, H, DK, dtype=D), torch.randn(1, L, H, DV, dtype=D)
+        qp, kp, a = q.abs() + 0.1, k.abs() + 0.1, -torch.rand(1, L, H, dtype=D) * 0.3
+        kc, vc, u, dl = (torch.randn(1, L, C, dtype=D), torch.randn(1, L, C, dtype=D), torch.randn(1, L, C, dtype=D),
+                         torch.rand(1, L, C, dtype=D) + 0.1)
+        A, bs, cs = -torch.rand(C, 3, dtype=D) - 0.1, torch.rand(1, L, 3, dtype=D), torch.rand(1, L, 3, dtype=D)
+        beta, temperature = torch.rand(H * DV, dtype=D) + 0.5, torch.rand(H, dtype=D) + 0.5
+        bias_scale, tau = torch.randn(H, dtype=D), torch.rand(H, dtype=D)
+        unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+        for impl in seqmix.op_impls("attention"):
+            for causal in (True, False):
+                self.check(f"attention {impl} causal={causal}",
+                           lambda q, k, v: seqmix.attention(q, k, v, causal, impl=impl, cu_seqlens=cu), (q, k, v),
+                           (1, 2), cu)
+        for impl in ("fused", "naive"):
+            for causal in (True, False):
+                self.check(f"linear_attention {impl} causal={causal}",
+                           lambda q, k, v: seqmix.linear_attention(q, k, v, causal, impl, cu_seqlens=cu), (qp, kp, v),
+                           (1, 2), cu)
+            self.check(f"gla {impl}", lambda q, k, v, a: seqmix.gla(q, k, v, a, impl, cu_seqlens=cu), (qp, kp, v, a),
+                       (1, 2, 3), cu)
+            self.check(f"ela {impl}", lambda q, k, v: seqmix.ela(q, k, v, "sum_sq_euclidean", impl=impl, cu_seqlens=cu),
+                       (q, k, v), (1, 2), cu)
+            self.check(f"aft {impl}", lambda k, v: seqmix.aft(k, v, None, impl, cu_seqlens=cu), (kc, vc), (0, 1), cu)
+            self.check(f"ssm_scan {impl}", lambda u, dl, b, c: seqmix.ssm_scan(u, dl, A, b, c, impl, cu_seqlens=cu),
+                       (u, dl, bs, cs), (0, 1, 2, 3), cu)
+            self.check(f"fem_softmax_read {impl}",
+                       lambda q, k, v: seqmix.fem_softmax_read(q, k, v, beta, impl=impl, cu_seqlens=cu), (q, k, v),
+                       (1, 2), cu)
+            self.check(f"fem_gla_read {impl}", lambda q, k, v, a: seqmix.fem_gla_read(q, k, v, a, beta, impl=impl,
+                                                                                     cu_seqlens=cu),
+                       (qp, kp, v, a), (1, 2, 3), cu)
+            self.check(f"mha2nd1st_read {impl}", lambda q, k: seqmix.mha2nd1st_read(q, k, temperature, bias_scale,
+                                                                                    True, impl, cu_seqlens=cu),
+                       (q, k), (1,), cu)
+            self.check(f"light2nd1st_read {impl}", lambda q, k, v: seqmix.light2nd1st_read(q, k, v, 0.5, tau, True,
+                                                                                          impl, cu_seqlens=cu),
+                       (q, k, v), (1, 2), cu)
+            self.check(f"hypermlp_read {impl}", lambda q, k, v: seqmix.hypermlp_read(q, k, v, block=32, impl=impl,
+                                                                                    cu_seqlens=cu),
+                       (q, k, v), (1, 2), cu)
+        self.check("delta_rule", lambda q, k, v, b: seqmix.delta_rule(unit(q), unit(k), v, b, cu_seqlens=cu),
+                   (q, k, v, torch.rand(1, L, H, dtype=D)), (1, 2, 3), cu)
 
 
 class DocumentedRangesAreChecked(unittest.TestCase):

@@ -3,6 +3,8 @@
 // input gradients, batch 1 and T = 1, packed sequences (cu_seqlens) each mixed as if alone.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "seqmix/models/registry.h"
 #include "support/test_support.h"
 
@@ -120,6 +122,25 @@ TEST_P(CausalMixer, PerturbingTokenTLeavesEarlierOutputsBitIdentical) {
     EXPECT_TRUE(torch::equal(y.narrow(1, 0, t), y2.narrow(1, 0, t))) << "output before " << t << " changed";
     EXPECT_FALSE(torch::equal(y.narrow(1, t, T - t), y2.narrow(1, t, T - t))) << "token " << t << " had no effect";
   }
+}
+
+// A NaN or inf at token t reaches no output before t (the ops recompute the outputs before a non-finite key from
+// the finite prefix, src/ops/common/padding.h): the earlier outputs stay those of the clean input, and finite.
+TEST_P(CausalMixer, NonFiniteTokenTLeavesEarlierOutputsAlone) {
+  auto m = make(GetParam());
+  torch::NoGradGuard no_grad;
+  const int64_t T = 11;
+  const auto x = input(2, T, GetParam().dim, 2);
+  const auto y = m->forward(x);
+  for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()})
+    for (int64_t t : {1, 4, 10}) {
+      auto x2 = x.clone();
+      x2.select(1, t).select(0, 1).fill_(bad);  // row 1 only; row 0 stays clean throughout
+      const auto y2 = m->forward(x2);
+      EXPECT_TRUE(torch::isfinite(y2.narrow(1, 0, t)).all().item<bool>()) << "token " << t << " = " << bad;
+      EXPECT_CLOSE(y2.narrow(1, 0, t), y.narrow(1, 0, t), 1e-12, 1e-12) << "token " << t << " = " << bad;
+      EXPECT_CLOSE(y2.select(0, 0), y.select(0, 0), 1e-12, 1e-12) << "the other row, token " << t << " = " << bad;
+    }
 }
 
 TEST_P(CausalMixer, PrefillThenStepsEqualsForward) {

@@ -12,6 +12,7 @@
 #include "seqmix/modules/init.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/second_order_attention.h"
+#include "../../ops/common/padding.h"  // causal_outputs: non-finite tokens stay causal
 
 namespace seqmix {
 namespace {
@@ -124,7 +125,7 @@ torch::Tensor EnergyMixerImpl::taylor_direction(const torch::Tensor& z, const to
   const int64_t H = options_.heads, dh = head_dim_, D = options_.dim;
   auto q = split_heads(w1(z), H), k = split_heads(w2(h), H);
   auto temps = torch::full({H}, temperature_, z.options());
-  auto read = ops::mha2nd1st_read(q, k, temps, temps.reciprocal(), /*causal=*/true);  // [B,T,H,dh]
+  auto read = ops::mha2nd1st(q, k, temps, temps.reciprocal(), /*causal=*/true, ops::Impl::fused);  // [B,T,H,dh]
   auto W = w1->weight.view({H, dh, D});
   auto solved = at::linalg_solve(torch::matmul(W, W.transpose(1, 2)),
                                  read.permute({2, 3, 0, 1}).reshape({H, dh, -1}));  // [H,dh,B*T]
@@ -160,7 +161,12 @@ torch::Tensor EnergyMixerImpl::update(const torch::Tensor& x, const torch::Tenso
 
 torch::Tensor EnergyMixerImpl::forward(const torch::Tensor& x) {
   check_input(x);
-  return update(x, x);
+  // The energy's causal [T,S] products multiply an invisible key's NaN by a zero weight (and the update is their
+  // gradient), so outputs before a non-finite token are recomputed from the finite prefix, as the ops do.
+  return ops::causal_outputs(true, {x}, x, {}, [&](const ops::Window& w) {
+    const auto xw = w.keys(x);
+    return std::vector<torch::Tensor>{update(xw, xw)};
+  })[0];
 }
 
 namespace {

@@ -50,7 +50,7 @@ class KeyValuePrior : public PriorImpl {
   std::optional<ops::FemRead> fused_free_energy_read(const at::Tensor& values, const at::Tensor& beta, double cap,
                                                      const PriorInputs& in) override {
     if (!softmax_ || config_.impl != ops::Impl::fused || cap <= 0) return std::nullopt;
-    return ops::fem_softmax_read_fused(in.q, in.k, values, beta, cap, config_.causal, scale_, in.mask);
+    return ops::fem_softmax_read(in.q, in.k, values, beta, cap, config_.causal, scale_, in.mask, ops::Impl::fused);
   }
   std::any init_state(int64_t batch, int64_t width) const override {
     const auto opts = qk_.options();

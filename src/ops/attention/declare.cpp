@@ -1,6 +1,7 @@
 // The attention family in the op table and in torch.ops.seqmix: softmax attention (fused, naive, or PyTorch's
 // own kernel) and HyperMLP's ReLU read.
 #include "../common/bench_inputs.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/op_table.h"
@@ -9,12 +10,19 @@ namespace seqmix::ops {
 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
-  switch (check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention")) {
-    case Impl::fused: return softmax_attention_fused(q, k, v, causal, scale, key_mask, cu_seqlens);
-    case Impl::naive: return softmax_attention_naive(q, k, v, causal, scale, key_mask, cu_seqlens);
-    case Impl::torch: return softmax_attention_torch(q, k, v, causal, scale, key_mask, cu_seqlens);
-  }
-  TORCH_CHECK(false, "softmax_attention: unknown impl");
+  const Impl chosen = check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention");
+  const auto read = [&](const Window& w) -> at::Tensor {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), mask = w.keys(key_mask);
+    switch (chosen) {
+      case Impl::fused: return softmax_attention_fused(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
+      case Impl::naive: return softmax_attention_naive(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
+      case Impl::torch: return softmax_attention_torch(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
+    }
+    TORCH_CHECK(false, "softmax_attention: unknown impl");
+  };
+  return causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
+    return std::vector<at::Tensor>{read(w)};
+  })[0];
 }
 
 std::vector<BadCall> attention_bad_calls();

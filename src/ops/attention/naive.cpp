@@ -72,13 +72,16 @@ at::Tensor relu_attention_naive(const at::Tensor& q, const at::Tensor& k, const 
   const char* op = "relu_attention_naive";
   check_attention_args(op, q, k, v);
   check_eps(op, eps);
-  auto scores = raw_scores(q, k);
-  // Invisible keys are exact zeros, so they add nothing to the row norm.
-  if (causal)
-    scores = scores.masked_fill(causal_key_mask(q.size(1), k.size(1), q.device()).logical_not(), 0.0);
-  auto norm = (scores.square().sum(-1, /*keepdim=*/true) + eps).sqrt();
-  auto a = at::relu(scores / norm);
-  return at::matmul(a, v.transpose(1, 2)).transpose(1, 2);
+  return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
+    auto scores = raw_scores(qw, kw);
+    // Invisible keys are exact zeros, so they add nothing to the row norm.
+    if (causal)
+      scores = scores.masked_fill(causal_key_mask(qw.size(1), kw.size(1), qw.device()).logical_not(), 0.0);
+    auto norm = (scores.square().sum(-1, /*keepdim=*/true) + eps).sqrt();
+    auto a = at::relu(scores / norm);
+    return std::vector<at::Tensor>{at::matmul(a, vw.transpose(1, 2)).transpose(1, 2)};
+  })[0];
 }
 
 }  // namespace seqmix::ops

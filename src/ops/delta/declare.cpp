@@ -2,6 +2,7 @@
 // its decode step, on linear attention's state layout.
 #include "../common/bench_inputs.h"
 #include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/delta.h"
 #include "seqmix/ops/op_table.h"
@@ -10,7 +11,11 @@ namespace seqmix::ops {
 
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
   check_impl(impl, kDeltaRuleImpls, "delta_rule");
-  return delta_rule_naive(q, k, v, beta);
+  const auto r = causal_outputs(true, {k, v, beta}, q, {}, [&](const Window& w) {
+    const PriorRead read = delta_rule_naive(w.queries(q, k), w.keys(k), w.keys(v), w.keys(beta));
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  return {r[0], r[1]};
 }
 
 std::vector<BadCall> delta_bad_calls();

@@ -2,6 +2,7 @@
 // explicit quadratic form as its naive twin, with state handoff), its decode step and state.
 #include "../common/bench_inputs.h"
 #include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/op_table.h"
@@ -10,8 +11,12 @@ namespace seqmix::ops {
 
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl) {
-  return check_impl(impl, kElaImpls, "ela") == Impl::fused ? ela_fused(q, k, v, kernel, causal, eps)
-                                                           : ela_naive(q, k, v, kernel, causal, eps);
+  const bool fused = check_impl(impl, kElaImpls, "ela") == Impl::fused;
+  return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
+    return std::vector<at::Tensor>{fused ? ela_fused(qw, kw, vw, kernel, causal, eps)
+                                         : ela_naive(qw, kw, vw, kernel, causal, eps)};
+  })[0];
 }
 
 std::vector<BadCall> ela_bad_calls();

@@ -3,6 +3,7 @@
 // live with their priors and share fem_capped_read.)
 #include "../common/bench_inputs.h"
 #include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
@@ -11,9 +12,14 @@ namespace seqmix::ops {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  return check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read") == Impl::fused
-             ? fem_softmax_read_fused(q, k, v, beta, cap, causal, scale, key_mask)
-             : fem_softmax_read_naive(q, k, v, beta, cap, causal, scale, key_mask);
+  const bool fused = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read") == Impl::fused;
+  const auto r = causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), mask = w.keys(key_mask);
+    const FemRead read = fused ? fem_softmax_read_fused(qw, kw, vw, beta, cap, causal, scale, mask)
+                               : fem_softmax_read_naive(qw, kw, vw, beta, cap, causal, scale, mask);
+    return std::vector<at::Tensor>{read.mean, read.free_energy};
+  });
+  return {r[0], r[1]};
 }
 
 std::vector<BadCall> fem_bad_calls();

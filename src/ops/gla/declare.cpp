@@ -2,6 +2,7 @@
 // key feature (fused scan or naive; packed sequences), its decode step, and the FEM read through it. LRNN-decay is
 // benchmarked here too: it is this op with unit features.
 #include "../common/bench_inputs.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/gla.h"
@@ -11,8 +12,14 @@ namespace seqmix::ops {
 
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kGlaImpls, "gla") == Impl::fused ? gla_fused(q, k, v, log_decay, cu_seqlens)
-                                                           : gla_naive(q, k, v, log_decay, cu_seqlens);
+  const bool fused = check_impl(impl, kGlaImpls, "gla") == Impl::fused;
+  const auto r = causal_outputs(true, {k, v, log_decay}, q, cu_seqlens, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
+    const PriorRead read =
+        fused ? gla_fused(qw, kw, vw, decay, w.cu_seqlens) : gla_naive(qw, kw, vw, decay, w.cu_seqlens);
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  return {r[0], r[1]};
 }
 
 std::vector<BadCall> gla_bad_calls();

@@ -1,6 +1,7 @@
 // The hypermlp family in the op table and in torch.ops.seqmix: HyperMLP's DPLR attention read, blocked (the
 // fast form) or dense (its naive twin, O(T^3)).
 #include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/hypermlp.h"
 #include "seqmix/ops/op_table.h"
@@ -10,9 +11,13 @@ namespace seqmix::ops {
 at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
                          const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
                          const HyperReadOptions& options, Impl impl) {
-  return check_impl(impl, kHypermlpReadImpls, "hypermlp_read") == Impl::fused
-             ? hypermlp_read_blocked(q, k, v, s1, mix1, s2, mix2, options)
-             : hypermlp_read_dense(q, k, v, s1, mix1, s2, mix2, options);
+  const bool fused = check_impl(impl, kHypermlpReadImpls, "hypermlp_read") == Impl::fused;
+  return causal_outputs(true, {k, v}, q, {}, [&](const Window& w) {
+    // s1, s2 [B,T,...] belong to the queries.
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), s1w = w.queries(s1, k), s2w = w.queries(s2, k);
+    return std::vector<at::Tensor>{fused ? hypermlp_read_blocked(qw, kw, vw, s1w, mix1, s2w, mix2, options)
+                                         : hypermlp_read_dense(qw, kw, vw, s1w, mix1, s2w, mix2, options)};
+  })[0];
 }
 
 std::vector<BadCall> hypermlp_bad_calls();

@@ -1,6 +1,7 @@
 // The linear_attention family in the op table and in torch.ops.seqmix: normalised linear attention (fused
 // chunked scan or naive), its decode step and state, and the FEM read through it.
 #include "../common/bench_inputs.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/linear_attention.h"
@@ -10,9 +11,14 @@ namespace seqmix::ops {
 
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kLinearAttentionImpls, "linear_attention") == Impl::fused
-             ? linear_attention_fused(q, k, v, causal, cu_seqlens)
-             : linear_attention_naive(q, k, v, causal, cu_seqlens);
+  const bool fused = check_impl(impl, kLinearAttentionImpls, "linear_attention") == Impl::fused;
+  const auto r = causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
+    const PriorRead read = fused ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
+                                 : linear_attention_naive(qw, kw, vw, causal, w.cu_seqlens);
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  return {r[0], r[1]};
 }
 
 std::vector<BadCall> linear_attention_bad_calls();

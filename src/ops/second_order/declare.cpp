@@ -1,6 +1,7 @@
 // The second_order family in the op table and in torch.ops.seqmix: the energy paper's MHA2nd1st and
 // LightMHA2nd1st reads, in O(N d) form (fused) or with the covariance formed explicitly (naive).
 #include "../common/packing.h"
+#include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/second_order_attention.h"
@@ -9,16 +10,22 @@ namespace seqmix::ops {
 
 at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                      const at::Tensor& bias_scale, bool causal, Impl impl) {
-  return check_impl(impl, kSecondOrderImpls, "mha2nd1st_read") == Impl::fused
-             ? mha2nd1st_read(q, k, temperature, bias_scale, causal)
-             : mha2nd1st_read_covariance(q, k, temperature, bias_scale, causal);
+  const bool fused = check_impl(impl, kSecondOrderImpls, "mha2nd1st_read") == Impl::fused;
+  return causal_outputs(causal, {k}, q, {}, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k);
+    return std::vector<at::Tensor>{fused ? mha2nd1st_read(qw, kw, temperature, bias_scale, causal)
+                                         : mha2nd1st_read_covariance(qw, kw, temperature, bias_scale, causal)};
+  })[0];
 }
 
 at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                        const at::Tensor& tau, bool causal, Impl impl) {
-  return check_impl(impl, kSecondOrderImpls, "light2nd1st_read") == Impl::fused
-             ? light2nd1st_read(q, k, v, scale, tau, causal)
-             : light2nd1st_read_covariance(q, k, v, scale, tau, causal);
+  const bool fused = check_impl(impl, kSecondOrderImpls, "light2nd1st_read") == Impl::fused;
+  return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
+    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
+    return std::vector<at::Tensor>{fused ? light2nd1st_read(qw, kw, vw, scale, tau, causal)
+                                         : light2nd1st_read_covariance(qw, kw, vw, scale, tau, causal)};
+  })[0];
 }
 
 std::vector<BadCall> second_order_bad_calls();
