@@ -1,8 +1,11 @@
 // seqmix train: trains a model on a task as its configuration describes; --resume continues a run.
 #include <torch/torch.h>
 
+#include <csignal>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "commands.h"
@@ -11,6 +14,8 @@
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/interrupt.h"
+#include "seqmix/io/run_lock.h"
 #include "seqmix/io/runtime.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
@@ -100,6 +105,8 @@ int launch_workers(const TrainArgs& a) {
   {
     Config config = run_configuration(a, dir);
     const bool resume = !a.resume.empty();
+    if (!resume) fs::create_directories(dir);
+    const RunFolderLock lock(dir);  // while the launcher writes the folder; rank 0 takes it over
     if (!resume) refuse_existing_run(dir);
     Run run = build_run(config, dir);  // every spec is checked here, once, before a worker starts
     if (run.train.batch_size % a.nproc != 0)
@@ -150,6 +157,15 @@ int run_train(const TrainArgs& a) {
   const bool resume = !a.resume.empty();
   // torchrun restarting a failed job runs the same command again: the run continues from its checkpoint.
   const bool restarted = communicator && dist::restarted_by_torchrun();
+  // One writer per run folder, from before anything in it is written or truncated to the process's end.
+  std::optional<RunFolderLock> lock;
+  if (rank0) {
+    if (!resume) fs::create_directories(dir);
+    lock.emplace(dir);
+  }
+  // Ctrl-C / kill stop a one-process run after its step with a checkpoint (data-parallel workers are stopped
+  // by their launcher, docs/distributed.md).
+  if (!communicator) install_stop_signals();
   // Rank 0 alone checks and writes the directory: the others would see its config.yaml.
   if (!resume && !restarted && rank0) refuse_existing_run(dir);
   Run run = build_run(config, dir);
@@ -159,6 +175,13 @@ int run_train(const TrainArgs& a) {
   if (!resume && !restarted && rank0) start_run_directory(config, run, dir);
   if (rank0) print_header(run, dir);
   const TrainSummary summary = train(*run.model, *run.task, run.train);
+  if (summary.stopped_by_signal != 0) {
+    std::fprintf(stderr, "train: stopped by %s after step %lld%s\n",
+                 summary.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                 static_cast<long long>(summary.steps_done),
+                 dir.empty() ? "" : ("; its checkpoint is written: continue with seqmix train --resume " + dir).c_str());
+    return 128 + summary.stopped_by_signal;
+  }
   return rank0 ? report(run, summary) : 0;
 }
 

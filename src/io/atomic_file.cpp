@@ -1,6 +1,7 @@
 #include "seqmix/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +27,16 @@ void fsync_directory(const std::filesystem::path& dir) {
   }
 }
 
+// The process's file-creation mask (read once: umask can only be read by setting it).
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    const mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+  }();
+  return mask;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& content) {
@@ -37,6 +48,14 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   const int fd = ::mkstemp(name.data());
   if (fd < 0) throw Error("cannot create a temporary file next to " + path + ": " + errno_text());
   const std::string tmp(name.data());
+  // mkstemp makes the file 0600; the finished file follows the umask like any other tool's output (0644 under the
+  // usual 022), so colleagues can read a run.
+  if (::fchmod(fd, 0666 & ~process_umask()) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path + ": " + why);
+  }
   std::error_code ec;
   const std::string kept = std::filesystem::exists(target, ec) ? "; the previous version is kept" : "; the file was not created";
   const size_t allowed = fault::bytes_allowed(content.size());  // content.size() unless a fault is injected

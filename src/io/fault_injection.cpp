@@ -27,7 +27,7 @@ const Armed& armed() {
   return a;
 }
 
-int64_t writes = 0, bytes_written = 0;
+int64_t writes = 0, bytes_written = 0, log_bytes_written = 0;
 bool killing = false;
 
 }  // namespace
@@ -47,6 +47,15 @@ size_t bytes_allowed(size_t size) {
     return allowed;
   }
   return size;
+}
+
+size_t log_bytes_allowed(size_t size) {
+  static const int64_t log_bytes = env_integer("SEQMIX_FAULT_LOG_BYTES", -1);
+  if (log_bytes < 0) return size;
+  const int64_t room = std::max<int64_t>(0, log_bytes - log_bytes_written);
+  const size_t allowed = static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(size)));
+  log_bytes_written += static_cast<int64_t>(allowed);
+  return allowed;
 }
 
 void after_partial_write() {

@@ -13,7 +13,9 @@
 #include "seqmix/dist/communicator.h"
 #include "seqmix/dist/gradient_averager.h"
 #include "seqmix/dist/metric_reduction.h"
+#include "seqmix/io/append_log.h"
 #include "seqmix/io/atomic_file.h"
+#include "seqmix/io/interrupt.h"
 #include "seqmix/io/error.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/progress.h"
@@ -158,14 +160,13 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     averager = std::make_unique<dist::GradientAverager>(config.communicator, model.parameters());
   }
 
-  std::ofstream metrics_log;
+  std::unique_ptr<AppendLog> metrics_log;  // every line checked; a failed one stops the run, the log stays whole
   if (writing) {
     fs::create_directories(run_dir);
-    metrics_log.open(metrics_path, std::ios::app);
-    if (!metrics_log) throw Error("cannot write " + metrics_path.string());
+    metrics_log = std::make_unique<AppendLog>(metrics_path.string());
   }
   auto log = [&](const nlohmann::json& j) {
-    if (metrics_log.is_open()) metrics_log << j.dump() << "\n" << std::flush;
+    if (metrics_log) metrics_log->append_line(j.dump());
   };
 
   const Schedule schedule{config.optimizer.lr, config.min_lr, config.warmup_steps, config.steps,
@@ -178,6 +179,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   const std::string select = config.select_by.empty() ? metric : "loss";
   const bool select_higher = config.select_by.empty() ? higher : false;
   const int64_t checkpoint_every = config.checkpoint_every > 0 ? config.checkpoint_every : config.eval_every;
+  int stopped_by_signal = 0;
   auto checkpoint = [&] {
     if (!writing) return;
     TrainerState s = state;
@@ -318,12 +320,20 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
         if (!quiet) progress.line("target " + metric + " reached: stopping early");
       }
     }
-    if (last || state.stopped_early || (checkpoint_every > 0 && state.step % checkpoint_every == 0)) checkpoint();
+    const bool checkpointed = last || state.stopped_early || (checkpoint_every > 0 && state.step % checkpoint_every == 0);
+    if (checkpointed) checkpoint();
     if (config.after_step) config.after_step(state.step);
+    // Ctrl-C or kill (one process): stop after this step with a checkpoint of it, so --resume continues from here.
+    if (!communicator && !last && !state.stopped_early && stop_signal() != 0) {
+      if (!checkpointed) checkpoint();
+      stopped_by_signal = stop_signal();
+      break;
+    }
   }
   progress.finish();
 
   TrainSummary summary;
+  summary.stopped_by_signal = stopped_by_signal;
   summary.final_metrics = state.final_metrics;
   summary.best_metrics = state.best_metrics;
   summary.best_step = state.best_step;
@@ -332,7 +342,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   summary.skipped_nonfinite = state.skipped_nonfinite;
   summary.parameters = model.parameter_count();
   summary.wall_seconds = state.wall_seconds + seconds_since(wall_start);
-  if (writing) {
+  if (writing && stopped_by_signal == 0) {  // an interrupted run is not over: no summary yet
     nlohmann::json s;
     s["task"] = task.resolved_spec();
     s["metric"] = metric;

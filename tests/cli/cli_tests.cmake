@@ -127,6 +127,9 @@ add_test(NAME cli.twenty_kills_and_resumes_are_bit_exact
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/kill_many.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/kill_many 20)
 set_tests_properties(cli.twenty_kills_and_resumes_are_bit_exact PROPERTIES LABELS fast TIMEOUT 600
   PASS_REGULAR_EXPRESSION "20 kills \\(10 inside a write.*byte-identical")
+add_test(NAME cli.run_folder_faults
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_folder_faults.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/run_folder_faults)
+set_tests_properties(cli.run_folder_faults PROPERTIES LABELS fast TIMEOUT 300)
 add_test(NAME cli.full_disk_keeps_the_last_checkpoint
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/full_disk.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/full_disk)
 set_tests_properties(cli.full_disk_keeps_the_last_checkpoint PROPERTIES LABELS fast TIMEOUT 300

@@ -6,6 +6,7 @@
 //                                  to the temporary file, then the process SIGKILLs itself
 //   SEQMIX_FAULT_DISK_BYTES=N      the disk holds N bytes for this process: a write that would pass that
 //                                  total writes what fits, then fails with ENOSPC
+//   SEQMIX_FAULT_LOG_BYTES=N       the same for the appends to a run's log (metrics.jsonl) alone
 #include <cstddef>
 
 namespace seqmix::fault {
@@ -16,5 +17,8 @@ size_t bytes_allowed(size_t size);
 // Called after writing the bytes_allowed of a faulted write: SIGKILLs the process (kill fault) or sets errno
 // to ENOSPC (full-disk fault) and returns.
 void after_partial_write();
+// bytes_allowed for an append to a log (AppendLog), under SEQMIX_FAULT_LOG_BYTES; after_partial_write then sets
+// ENOSPC.
+size_t log_bytes_allowed(size_t size);
 
 }  // namespace seqmix::fault

@@ -59,6 +59,7 @@ struct TrainSummary {
   int64_t skipped_nonfinite = 0;  // steps skipped for a non-finite loss or gradient
   int64_t parameters = 0;
   double wall_seconds = 0;
+  int stopped_by_signal = 0;  // SIGINT or SIGTERM stopped the run after steps_done (checkpointed), else 0
 };
 
 // Evaluates model on the task's test set (no gradients): the task's metrics plus "loss". With a
