@@ -64,12 +64,15 @@ int report(const Run& run, const TrainSummary& s) {
 // (--resume). `dir` gets the run directory.
 Config run_configuration(const TrainArgs& a, std::string& dir) {
   if (!a.resume.empty()) {
-    const bool only_threads = a.flag_values.empty() || (a.flag_values.size() == 1 && a.flag_values.count("threads"));
-    if (!a.config_file.empty() || !a.overrides.empty() || !a.mixers.empty() || !a.out.empty() || !only_threads)
-      throw Error("--resume continues a run as it was configured (its config.yaml); only --threads may be given");
+    bool only_threads_and_steps = true;
+    for (const auto& [key, value] : a.flag_values) only_threads_and_steps &= key == "threads" || key == "train.steps";
+    if (!a.config_file.empty() || !a.overrides.empty() || !a.mixers.empty() || !a.out.empty() || !only_threads_and_steps)
+      throw Error("--resume continues a run as it was configured (its config.yaml); only --threads and --steps "
+                  "(to extend it) may be given");
     // A text run's saved tokenizer.model is read back, not trained again.
     Config config = run_directory_config(a.resume, " to resume from");
     if (a.flag_values.count("threads")) config.set("threads", a.flag_values.at("threads"), "command line");
+    if (a.flag_values.count("train.steps")) config.set("train.steps", a.flag_values.at("train.steps"), "--steps");
     dir = a.resume;
     return config;
   }
@@ -95,6 +98,20 @@ void start_run_directory(const Config& config, const Run& run, const std::string
   for (const auto& [file, content] : run.task->artifacts()) write_file_atomically((fs::path(dir) / file).string(), content);
 }
 
+// --resume DIR --steps N: the run's config.yaml gets the new total, checked against its latest checkpoint (under
+// the run folder's lock). The learning-rate schedule is recomputed for the new total.
+void extend_run(const std::string& dir, int64_t steps) {
+  const std::vector<int64_t> done = list_checkpoints(dir);
+  if (!done.empty() && steps <= done.back())
+    throw Error("--steps " + std::to_string(steps) + ": run " + dir + " is already at step " +
+                std::to_string(done.back()) + "; give more steps to extend it");
+  const std::string path = (fs::path(dir) / "config.yaml").string();
+  Config stored(run_config_schema());
+  stored.merge_yaml_file(path);
+  stored.set("train.steps", std::to_string(steps), "--steps");
+  write_file_atomically(path, stored.to_yaml());
+}
+
 // --nproc N: checks the run and writes its directory once, then starts N workers that continue it
 // (`train --resume DIR`: a run with no checkpoint starts at step 0) as one data-parallel job.
 int launch_workers(const TrainArgs& a) {
@@ -113,8 +130,10 @@ int launch_workers(const TrainArgs& a) {
       throw Error("train: the batch size " + std::to_string(run.train.batch_size) + " does not split evenly over " +
                   std::to_string(a.nproc) + " processes; choose a multiple of " + std::to_string(a.nproc));
     if (!resume) start_run_directory(config, run, dir);
+    if (resume && a.flag_values.count("train.steps")) extend_run(dir, config.integer("train.steps"));
   }
   std::vector<std::string> arguments = {"train", "--resume", dir, "--dist-timeout", std::to_string(a.dist_timeout)};
+  if (a.flag_values.count("train.steps")) arguments.insert(arguments.end(), {"--steps", a.flag_values.at("train.steps")});
   if (a.dist_backend) arguments.insert(arguments.end(), {"--dist-backend", *a.dist_backend});
   if (a.flag_values.count("threads")) arguments.insert(arguments.end(), {"--threads", a.flag_values.at("threads")});
   return dist::run_local_workers("train", arguments, a.nproc);
@@ -157,19 +176,21 @@ int run_train(const TrainArgs& a) {
   const bool resume = !a.resume.empty();
   // torchrun restarting a failed job runs the same command again: the run continues from its checkpoint.
   const bool restarted = communicator && dist::restarted_by_torchrun();
+  Run run = build_run(config, dir);  // every spec and option checked before the folder is touched
   // One writer per run folder, from before anything in it is written or truncated to the process's end.
   std::optional<RunFolderLock> lock;
   if (rank0) {
     if (!resume) fs::create_directories(dir);
     lock.emplace(dir);
   }
+  if (resume && a.flag_values.count("train.steps") && rank0) extend_run(dir, config.integer("train.steps"));
   // Ctrl-C / kill stop a one-process run after its step with a checkpoint (data-parallel workers are stopped
   // by their launcher, docs/distributed.md).
   if (!communicator) install_stop_signals();
   // Rank 0 alone checks and writes the directory: the others would see its config.yaml.
   if (!resume && !restarted && rank0) refuse_existing_run(dir);
-  Run run = build_run(config, dir);
   run.train.resume = resume || restarted;
+  run.train.extend = resume && a.flag_values.count("train.steps") > 0;
   run.train.communicator = communicator;
   if (communicator) share_cores(config, *communicator);
   if (!resume && !restarted && rank0) start_run_directory(config, run, dir);

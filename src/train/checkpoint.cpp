@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -129,7 +130,14 @@ std::vector<int64_t> list_checkpoints(const std::string& run_dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, pattern)) steps.push_back(std::stoll(m[1].str()));
+    if (!std::regex_match(name, m, pattern)) continue;
+    int64_t step = 0;
+    const std::string digits = m[1].str();
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (error != std::errc() || end != digits.data() + digits.size())
+      throw Error("checkpoint " + (dir / name).string() + ": its step number does not fit in 64 bits; move the file "
+                  "out of the run folder");
+    steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;

@@ -140,6 +140,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     // A directory with no checkpoint and no log is a run that has not started (seqmix train --nproc).
     if (!load_checkpoint(config.out_dir, model, optimizer.get(), state) && !quiet && fs::exists(metrics_path))
       std::printf("run %s has no checkpoint yet: starting again from step 0\n", config.out_dir.c_str());
+    if (config.extend) state.stopped_early = false;
     if (writing) {
       truncate_metrics_log(metrics_path, state.step);
       remove_stale_temporaries(config.out_dir);  // the files of writes a kill cut short

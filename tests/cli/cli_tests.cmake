@@ -106,8 +106,10 @@ add_test(NAME cli.tiny_run_plot COMMAND $<TARGET_FILE:seqmix> plot ${SEQMIX_TINY
 add_test(NAME cli.tiny_run_resume_finished COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --threads 1)
 add_test(NAME cli.tiny_run_refuses_overwrite COMMAND ${SEQMIX_EXPECT_ERROR} "already holds a run; continue it with --resume"
          $<TARGET_FILE:seqmix> train --steps 2 --out ${SEQMIX_TINY_RUN})
-add_test(NAME cli.tiny_run_resume_rejects_changes COMMAND ${SEQMIX_EXPECT_ERROR} "only --threads may be given"
-         $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --steps 9)
+add_test(NAME cli.tiny_run_resume_rejects_changes COMMAND ${SEQMIX_EXPECT_ERROR} "only --threads and --steps"
+         $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --batch-size 9)
+add_test(NAME cli.tiny_run_resume_cannot_shorten COMMAND ${SEQMIX_EXPECT_ERROR} "is already at step 6; give more steps"
+         $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --steps 6)
 set_tests_properties(cli.tiny_run_clean PROPERTIES FIXTURES_SETUP tiny_clean LABELS fast)
 set_tests_properties(cli.tiny_run PROPERTIES FIXTURES_REQUIRED tiny_clean FIXTURES_SETUP tiny_run LABELS fast
   PASS_REGULAR_EXPRESSION "final accuracy [0-9.]+ \\(best")
@@ -117,7 +119,7 @@ set_tests_properties(cli.tiny_run_eval PROPERTIES FIXTURES_REQUIRED tiny_run LAB
   PASS_REGULAR_EXPRESSION "\"accuracy\":[0-9.]+.*\"step\":6")
 set_tests_properties(cli.tiny_run_plot PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast PASS_REGULAR_EXPRESSION "wrote .*tiny.png")
 set_tests_properties(cli.tiny_run_resume_finished cli.tiny_run_refuses_overwrite cli.tiny_run_resume_rejects_changes
-  PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast)
+  cli.tiny_run_resume_cannot_shorten PROPERTIES FIXTURES_REQUIRED tiny_run LABELS fast)
 set_tests_properties(cli.tiny_run_resume_finished PROPERTIES PASS_REGULAR_EXPRESSION "after 6 steps")
 
 # SIGKILL in the middle of training, then --resume, twenty times (half of them inside a file write, by

@@ -8,6 +8,7 @@
 #  3. SIGINT (SIGTERM) stops a run after its step with a checkpoint of that step (exit 130 (143), one line, no
 #     summary.json), and --resume continues from it.
 #  4. The files of a run follow the umask (0644 under 022).
+#  5. --resume DIR --steps N extends a finished run.
 set -u
 seqmix=$1
 work=$2
@@ -45,6 +46,12 @@ assert steps == [10, 20, 30] or steps == [10, 20, 30, 40], steps" "$run/metrics.
 cmp -s "$work/full/checkpoints/step-00000060.safetensors" "$run/checkpoints/step-00000060.safetensors" ||
   { echo "log full: the resumed run's final checkpoint differs"; exit 1; }
 echo "log full: $(cat "$work/err")"
+# 5. --resume --steps extends the finished run: 60 more steps, config.yaml says 120, the summary 120.
+"$seqmix" train --resume "$run" --steps 120 --threads 1 >"$work/out_extend" 2>&1 ||
+  { echo "extend: $(cat "$work/out_extend")"; exit 1; }
+grep -q "after 120 steps" "$work/out_extend" && grep -q "steps: 120" "$run/config.yaml" &&
+  [ -f "$run/checkpoints/step-00000120.json" ] || { echo "extend: not at step 120: $(cat "$work/out_extend")"; exit 1; }
+echo "extended from 60 to 120 steps"
 
 # 2 and 3. A long run; a second writer while it runs; then SIGINT.
 run=$work/interrupted

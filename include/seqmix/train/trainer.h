@@ -34,6 +34,7 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;
   std::string out_dir;           // run directory; empty = write nothing
   bool resume = false;           // continue from the latest checkpoint in out_dir
+  bool extend = false;           // resume with a new total of steps: a run that stopped early at its target goes on
   bool quiet = false;
   // A step whose loss or gradient holds a NaN or Inf stops the run with an Error naming the step and the
   // first non-finite tensor; with skip_nonfinite the step's update is skipped and counted instead.
