@@ -19,7 +19,7 @@ namespace seqmix {
 
 void set_threads(int n) {
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Far more threads than cores only contend (OpenMP spin-waits made 1,024 on 2 cores appear to hang).
+  // Far more threads than cores only contend; 1,024 on 2 cores was reported to hang.
   if (n > 8 * hardware)
     throw Error("threads=" + std::to_string(n) + " is more than 8 times this machine's " + std::to_string(hardware) +
                 " hardware threads; use 0 (all of them) or at most " + std::to_string(8 * hardware));

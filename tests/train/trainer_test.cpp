@@ -291,6 +291,15 @@ TEST(Checkpoint, CorruptOrTruncatedCheckpointsAreClearErrorsAndChangeNothing) {
   }
 }
 
+TEST(Checkpoint, AStrayRecordWhoseStepOverflowsIsAClearError) {
+  const auto dir = fresh_dir("stray");
+  fs::create_directories(dir / "checkpoints");
+  std::ofstream(dir / "checkpoints" / "step-99999999999999999999.json") << "{}";
+  EXPECT_NE(error_of([&] { list_checkpoints(dir.string()); })
+                .find("step-99999999999999999999.json: its step number does not fit in 64 bits"),
+            std::string::npos);
+}
+
 TEST(Trainer, EarlyStopAndSummary) {
   auto task = tiny_task();
   const auto dir = fresh_dir("early");
