@@ -17,6 +17,7 @@
 #include "seqmix/io/interrupt.h"
 #include "seqmix/io/run_lock.h"
 #include "seqmix/io/runtime.h"
+#include "seqmix/tasks/task.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
 
@@ -91,9 +92,28 @@ void refuse_existing_run(const std::string& dir) {
                 " or choose another --out");
 }
 
+// The task spec with its data file (the `path` option of text and ett, given or default) made absolute, so the
+// run folder works from any working directory (eval, generate, --resume).
+std::string with_absolute_data_path(const std::string& task_spec) {
+  Spec task = Spec::parse(task_spec);
+  const ComponentInfo& info = find_component(task_infos(), "task", task.name);
+  for (const OptionInfo& option : info.options) {
+    if (option.key != "path") continue;
+    bool given = false;
+    for (auto& [key, value] : task.options)
+      if (key == "path") {
+        value = fs::absolute(value).lexically_normal().string();
+        given = true;
+      }
+    if (!given) task.options.emplace_back("path", fs::absolute(option.default_value).lexically_normal().string());
+  }
+  return task.str();
+}
+
 // A new run's directory: its resolved config.yaml and the task's artifacts (the tokenizer of a text run).
-void start_run_directory(const Config& config, const Run& run, const std::string& dir) {
+void start_run_directory(Config config, const Run& run, const std::string& dir) {
   fs::create_directories(dir);
+  config.set("task", with_absolute_data_path(config.text("task")), "the run folder");
   write_file_atomically((fs::path(dir) / "config.yaml").string(), config.to_yaml());
   for (const auto& [file, content] : run.task->artifacts()) write_file_atomically((fs::path(dir) / file).string(), content);
 }

@@ -9,11 +9,13 @@
 #     summary.json), and --resume continues from it.
 #  4. The files of a run follow the umask (0644 under 022).
 #  5. --resume DIR --steps N extends a finished run.
+#  6. A text run trained on a relative path generates and evaluates from another working directory.
 set -u
 seqmix=$1
 work=$2
 rm -rf "$work"
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 umask 022
 args=(train --task mad.in_context_recall:seq_len=16,num_train=256,num_test=16 --mixer softmax:heads=2
       --set model=lm:dim=32 --eval-every 0 --set train.target=0 --set train.log_every=10 --threads 1)
@@ -88,3 +90,15 @@ status=$?
 later=$(sed -n 's/.*stopped by SIGTERM after step \([0-9]*\);.*/\1/p' "$work/err_term")
 [ -n "$later" ] && [ "$later" -gt "$step" ] || { echo "SIGTERM: $(cat "$work/err_term")"; exit 1; }
 echo "second writers refused; SIGINT at step $step and, resumed, SIGTERM at step $later wrote their checkpoints"
+
+# 6. A relative text path, then generate and eval from elsewhere.
+mkdir -p "$work/text"
+for i in $(seq 300); do echo "Romeo $((i % 7)): the night is come, and day is $((i % 5)) hours away."; done > "$work/text/tiny.txt"
+(cd "$work/text" && "$seqmix" train --task text:path=tiny.txt,seq_len=16,vocab_size=300 --mixer softmax:heads=2 \
+   --set model=lm:dim=16 --steps 2 --eval-every 0 --threads 1 --out "$work/text_run" >/dev/null) ||
+  { echo "text run failed"; exit 1; }
+grep -q "path=$work/text/tiny.txt" "$work/text_run/config.yaml" || { echo "config.yaml keeps a relative text path"; exit 1; }
+(cd / && "$seqmix" generate --run "$work/text_run" --prompt "Romeo" --tokens 4 --threads 1 >/dev/null &&
+   "$seqmix" eval --run "$work/text_run" --threads 1 >/dev/null) || { echo "generate or eval from / failed"; exit 1; }
+echo "a text run on a relative path generates and evaluates from /"
+
