@@ -175,6 +175,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   j["best_step"] = state.best_step;
   j["stopped_early"] = state.stopped_early;
   j["skipped_nonfinite"] = state.skipped_nonfinite;
+  j["interval"] = {{"steps", state.interval_steps}, {"loss", state.interval_loss}, {"aux", state.interval_aux}};
   j["wall_seconds"] = state.wall_seconds;
   write_file_atomically((dir / (name + ".json")).string(), j.dump(2) + "\n");
 
@@ -218,6 +219,12 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     loaded.best_step = j.at("best_step").get<int64_t>();
     loaded.stopped_early = j.at("stopped_early").get<bool>();
     loaded.skipped_nonfinite = j.value("skipped_nonfinite", int64_t{0});  // absent before it was recorded
+    if (j.contains("interval")) {  // absent before it was recorded: the first line after a resume averages less
+      const auto& in = j["interval"];
+      loaded.interval_steps = in.value("steps", int64_t{0});
+      loaded.interval_loss = in.value("loss", 0.0);
+      loaded.interval_aux = in.value("aux", 0.0);
+    }
     loaded.wall_seconds = j.at("wall_seconds").get<double>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + " is missing a field or has a wrong type (" + std::string(e.what()) + ")");

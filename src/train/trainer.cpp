@@ -180,11 +180,18 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   const std::string select = config.select_by.empty() ? metric : "loss";
   const bool select_higher = config.select_by.empty() ? higher : false;
   const int64_t checkpoint_every = config.checkpoint_every > 0 ? config.checkpoint_every : config.eval_every;
+  // The log interval's losses continue the checkpoint's (a resumed run's first line averages the same steps); its
+  // speeds count this process's steps.
+  int64_t interval_tokens = 0, interval_steps = state.interval_steps;
+  double interval_loss = state.interval_loss, interval_aux = state.interval_aux, interval_scored = 0;
   int stopped_by_signal = 0;
   auto checkpoint = [&] {
     if (!writing) return;
     TrainerState s = state;
     s.wall_seconds = state.wall_seconds + seconds_since(wall_start);
+    s.interval_steps = interval_steps;
+    s.interval_loss = interval_loss;
+    s.interval_aux = interval_aux;
     save_checkpoint(config.out_dir, model, *optimizer, s, config.keep_checkpoints);
   };
 
@@ -218,8 +225,6 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
 
   model.train();
   auto interval_start = Clock::now();
-  int64_t interval_tokens = 0, interval_steps = 0;
-  double interval_loss = 0, interval_aux = 0, interval_scored = 0;
   while (state.step < config.steps && !state.stopped_early) {
     const int64_t step = state.step;
     const double lr = schedule.lr_at(step);

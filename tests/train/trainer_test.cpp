@@ -103,13 +103,14 @@ TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
   for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pc[p.key()])) << p.key();
   // Logs are identical too: the interrupted run's lines after its checkpoint were replaced.
   EXPECT_EQ(read_file((dir_a / "metrics.jsonl").string()).size() > 0, true);
+  // Their losses too: the checkpoint (step 5) falls inside a log interval (3), which the resume continues.
   auto steps_of = [](const fs::path& log) {
-    std::vector<std::pair<int64_t, std::string>> v;
+    std::vector<std::tuple<int64_t, std::string, double>> v;
     std::istringstream in(read_file(log.string()));
     std::string line;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line);
-      v.emplace_back(j["step"].get<int64_t>(), j["split"].get<std::string>());
+      v.emplace_back(j["step"].get<int64_t>(), j["split"].get<std::string>(), j["loss"].get<double>());
     }
     return v;
   };

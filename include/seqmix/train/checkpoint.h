@@ -19,6 +19,10 @@ struct TrainerState {
   bool stopped_early = false;
   int64_t skipped_nonfinite = 0;  // steps skipped for a non-finite loss or gradient (TrainConfig::skip_nonfinite)
   double wall_seconds = 0;  // training time before this process (resumed runs add theirs)
+  // The log interval in progress (the steps since the last train log line and their loss sums), so the first
+  // line after a resume averages the same steps as an uninterrupted run's (its speeds count this process's steps).
+  int64_t interval_steps = 0;
+  double interval_loss = 0, interval_aux = 0;
 };
 
 // Steps of the complete checkpoints in run_dir, ascending.
