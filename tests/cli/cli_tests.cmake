@@ -7,7 +7,7 @@ function(seqmix_cli_error name regex)
 endfunction()
 
 seqmix_cli_error(threads_beyond_hardware "threads=1024 is more than 8 times this machine.s" train --threads 1024 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
-seqmix_cli_error(learning_rate_beyond_float "key 'train.lr' must be >= 0 and <= 1000000, got 1e39" train --lr 1e39 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(learning_rate_beyond_float "key 'train.lr' must be >= 0 and <= 3.4e\\+38, got 1e39" train --lr 1e39 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" train --mixer nope --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(unknown_mixer_key "mixer softmax has no option 'hedas'" train --mixer softmax:hedas=2 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(bad_option_value "option 'heads' expects an integer" train --mixer softmax:heads=many --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
