@@ -38,7 +38,7 @@ torch::Tensor MixerImpl::forward_packed(const torch::Tensor& x, const torch::Ten
   std::vector<torch::Tensor> ys;
   for (int64_t s = 0; s + 1 < cu.numel(); ++s)
     if (offsets[s + 1] > offsets[s]) ys.push_back(forward(x.narrow(1, offsets[s], offsets[s + 1] - offsets[s])));
-  return ys.empty() ? x.narrow(1, 0, 0) * 1 : torch::cat(ys, 1);
+  return ys.empty() ? torch::zeros_like(x) : torch::cat(ys, 1);  // no positions: [1,0,D]
 }
 
 void MixerImpl::check_packed_input(const torch::Tensor& x, const torch::Tensor& cu_seqlens) const {

@@ -127,17 +127,15 @@ void LanguageModelImpl::check_inputs(const torch::Tensor& inputs, bool one_step)
 
 torch::Tensor LanguageModelImpl::embed(const torch::Tensor& inputs, int64_t offset) {
   const int64_t T = inputs.size(1);
+  if (position_embedding)
+    TORCH_CHECK(offset + T <= options_.max_len, "model: position ", offset + T - 1,
+                " is beyond the learned position table (max_len ", options_.max_len, ")");
   return embed_at(inputs, torch::arange(offset, offset + T, inputs.options().dtype(torch::kLong)).unsqueeze(0));
 }
 
 torch::Tensor LanguageModelImpl::embed_at(const torch::Tensor& inputs, const torch::Tensor& positions) {
   auto x = options_.vocab_size > 0 ? token_embedding(inputs) : input_projection(inputs);
-  if (position_embedding && positions.numel() > 0) {
-    const int64_t last = positions.max().item<int64_t>();
-    TORCH_CHECK(last < options_.max_len, "model: position ", last, " is beyond the learned position table (max_len ",
-                options_.max_len, ")");
-    x = x + position_embedding(positions);
-  }
+  if (position_embedding) x = x + position_embedding(positions);
   if (options_.embedding_dropout > 0 && is_training()) x = torch::dropout(x, options_.embedding_dropout, true);
   return x;
 }
@@ -209,6 +207,11 @@ torch::Tensor LanguageModelImpl::forward_packed(const torch::Tensor& inputs, con
   if (B * T == 0) return forward(inputs);
   const auto cu_seqlens = cu_seqlens_of_starts(sequence_starts);
   const auto positions = packed_positions(cu_seqlens, B * T).view({B, T});
+  if (position_embedding) {
+    const int64_t last = positions.max().item<int64_t>();  // the longest packed sequence
+    TORCH_CHECK(last < options_.max_len, "model: position ", last, " is beyond the learned position table (max_len ",
+                options_.max_len, ")");
+  }
   // A mixer sees the rows as one packed row [1,B*T,D]; norms, channel mixers and residuals act per token.
   const auto packed = [&cu_seqlens, B, T](const Mixer& m, const torch::Tensor& z) {
     return m->forward_packed(z.reshape({1, B * T, z.size(2)}), cu_seqlens).view({B, T, z.size(2)});

@@ -151,6 +151,12 @@ TEST(LanguageModel, PackedRowsEqualEachSequenceAlone) {
           << "row " << row << " from " << begin;
     EXPECT_CLOSE(m->run(tokens, {}), m->forward(tokens), 0, 0);
     EXPECT_THROW(m->forward_packed(tokens, starts.narrow(1, 0, 5)), std::exception);
+    // One 40-token sequence is beyond the learned positions (max_len 32); two of 20 are not.
+    auto long_starts = torch::zeros({1, 40}, torch::kBool);
+    const auto long_tokens = torch::randint(0, 11, {1, 40}, torch::kLong);
+    EXPECT_THROW(m->forward_packed(long_tokens, long_starts), std::exception);
+    long_starts[0][20] = true;
+    EXPECT_EQ(m->forward_packed(long_tokens, long_starts).size(1), 40);
   }
 }
 

@@ -93,7 +93,7 @@ class LanguageModelImpl : public SequenceModelImpl {
 
  private:
   torch::Tensor embed(const torch::Tensor& inputs, int64_t offset);
-  // Embedding at per-token positions [B,T] (packed sequences).
+  // Embedding at per-token positions [1 or B,T] (packed sequences), checked by the caller against max_len.
   torch::Tensor embed_at(const torch::Tensor& inputs, const torch::Tensor& positions);
   // final norm, then the output projection
   torch::Tensor head(const torch::Tensor& h);
