@@ -22,8 +22,8 @@ std::string Progress::format_duration(double seconds) {
 void Progress::update(int64_t step, double loss, const std::string& metric_name, double metric,
                       double tokens_per_s) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const int64_t done = step - first_step_;
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : NAN;
+  const double eta = eta_seconds(elapsed - eval_seconds_, step - first_step_, total_ - step, eval_seconds_, evals_done_,
+                                 evaluations_after(step, total_, eval_every_));
   // A task whose metric is the loss itself (text) shows it once.
   char metric_text[96] = "";
   if (metric_name != "loss") std::snprintf(metric_text, sizeof metric_text, "  %s %.4f", metric_name.c_str(), metric);
@@ -37,6 +37,26 @@ void Progress::update(int64_t step, double loss, const std::string& metric_name,
     std::fprintf(out_, "%s\n", buf);
   }
   std::fflush(out_);
+}
+
+void Progress::evaluated(double seconds) {
+  eval_seconds_ += seconds;
+  evals_done_ += 1;
+}
+
+double Progress::eta_seconds(double train_seconds, int64_t steps_done, int64_t steps_left, double eval_seconds,
+                             int64_t evals_done, int64_t evals_left) {
+  if (steps_done <= 0) return NAN;
+  double eta = train_seconds / static_cast<double>(steps_done) * static_cast<double>(steps_left);
+  if (evals_done > 0) eta += eval_seconds / static_cast<double>(evals_done) * static_cast<double>(evals_left);
+  return eta;
+}
+
+int64_t Progress::evaluations_after(int64_t step, int64_t total, int64_t every) {
+  if (step >= total) return 0;
+  if (every <= 0) return 1;
+  // Multiples of `every` in (step, total], and the last step when it is not one.
+  return total / every - step / every + (total % every != 0 ? 1 : 0);
 }
 
 void Progress::line(const std::string& text) {

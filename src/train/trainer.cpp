@@ -173,6 +173,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   const Schedule schedule{config.optimizer.lr, config.min_lr, config.warmup_steps, config.steps,
                           std::max<int64_t>(1, config.schedule_stage)};
   Progress progress(config.steps, state.step);
+  progress.set_evaluation_schedule(config.eval_every);
   const std::string metric = task.primary_metric();
   const bool higher = task.higher_is_better();
   if (!config.select_by.empty() && config.select_by != "loss")
@@ -199,6 +200,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   auto run_eval = [&](int64_t step, double lr, double grad_norm) {
     const auto eval_start = Clock::now();
     Metrics m = evaluate(model, task, communicator);
+    progress.evaluated(seconds_since(eval_start));  // the ETA counts the evaluations still to come
     const double eval_tokens = static_cast<double>(task.test_set().size() * task.seq_len());
     state.final_metrics = m;
     if (m.count(select) && (state.best_metrics.empty() || better(m[select], state.best_metrics[select], select_higher))) {

@@ -17,6 +17,7 @@
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/schedule.h"
 #include "seqmix/train/trainer.h"
+#include "seqmix/train/progress.h"
 #include "support/error_of.h"
 
 namespace seqmix {
@@ -65,6 +66,21 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 }
 
 using seqmix::testing::error_of;
+
+// The ETA counts the evaluations still to come at their measured mean time, once one has run.
+TEST(Progress, EtaCountsTheEvaluationsToCome) {
+  // Evaluations at 100, 200, ..., 1000 (every 100) and none extra at 1000; every 300 of 1000: 300, 600, 900, 1000.
+  EXPECT_EQ(Progress::evaluations_after(0, 1000, 100), 10);
+  EXPECT_EQ(Progress::evaluations_after(250, 1000, 100), 8);
+  EXPECT_EQ(Progress::evaluations_after(0, 1000, 300), 4);
+  EXPECT_EQ(Progress::evaluations_after(950, 1000, 300), 1);
+  EXPECT_EQ(Progress::evaluations_after(10, 1000, 0), 1);
+  EXPECT_EQ(Progress::evaluations_after(1000, 1000, 100), 0);
+  // 200 steps took 40 s of training and 2 evaluations 10 s: 800 steps and 8 evaluations left.
+  EXPECT_DOUBLE_EQ(Progress::eta_seconds(40.0, 200, 800, 10.0, 2, 8), 160.0 + 40.0);
+  EXPECT_DOUBLE_EQ(Progress::eta_seconds(40.0, 200, 800, 0.0, 0, 8), 160.0);  // no evaluation measured yet
+  EXPECT_TRUE(std::isnan(Progress::eta_seconds(0.0, 0, 800, 0.0, 0, 8)));
+}
 
 TEST(Schedule, WarmupCosineAndStages) {
   Schedule s{1.0, 0.1, 4, 14};
