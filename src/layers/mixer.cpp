@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "../ops/common/packing.h"  // the cu_seqlens checks and sequences the ops use
 #include "seqmix/io/error.h"
 
 namespace seqmix {
@@ -33,37 +34,22 @@ torch::Tensor MixerImpl::forward_masked(const torch::Tensor& x, const torch::Ten
 
 torch::Tensor MixerImpl::forward_packed(const torch::Tensor& x, const torch::Tensor& cu_seqlens) {
   check_packed_input(x, cu_seqlens);
-  const auto cu = cu_seqlens.contiguous();
-  const int64_t* offsets = cu.data_ptr<int64_t>();
   std::vector<torch::Tensor> ys;
-  for (int64_t s = 0; s + 1 < cu.numel(); ++s)
-    if (offsets[s + 1] > offsets[s]) ys.push_back(forward(x.narrow(1, offsets[s], offsets[s + 1] - offsets[s])));
+  for (const ops::Segment& s : ops::sequence_segments(cu_seqlens, x.size(1)))
+    if (s.end > s.begin) ys.push_back(forward(x.narrow(1, s.begin, s.end - s.begin)));
   return ys.empty() ? torch::zeros_like(x) : torch::cat(ys, 1);  // no positions: [1,0,D]
 }
 
 void MixerImpl::check_packed_input(const torch::Tensor& x, const torch::Tensor& cu_seqlens) const {
   check_input(x);
-  TORCH_CHECK(x.size(0) == 1, "mixer ", kind_, ": packed sequences (cu_seqlens) take a batch of 1, [1,N,", dim_,
-              "] (got ", x.sizes(), ")");
-  TORCH_CHECK(cu_seqlens.defined() && cu_seqlens.scalar_type() == torch::kLong && cu_seqlens.dim() == 1 &&
-                  cu_seqlens.numel() >= 1 && cu_seqlens.device().is_cpu(),
-              "mixer ", kind_, ": cu_seqlens must be a CPU int64 [S+1] tensor, the offsets of S packed sequences");
-  const auto cu = cu_seqlens.contiguous();
-  const int64_t* offsets = cu.data_ptr<int64_t>();
-  const int64_t n = cu.numel();
-  TORCH_CHECK(offsets[0] == 0 && offsets[n - 1] == x.size(1), "mixer ", kind_,
-              ": cu_seqlens must run from 0 to the packed length ", x.size(1), " (got ", offsets[0], " to ",
-              offsets[n - 1], ")");
-  for (int64_t i = 1; i < n; ++i)
-    TORCH_CHECK(offsets[i] >= offsets[i - 1], "mixer ", kind_, ": cu_seqlens must not decrease (entry ", i, " is ",
-                offsets[i], ", after ", offsets[i - 1], ")");
+  TORCH_CHECK(cu_seqlens.defined(), "mixer ", kind_, ": forward_packed needs cu_seqlens");
+  ops::check_cu_seqlens(("mixer " + kind_).c_str(), cu_seqlens, x.size(0), x.size(1));
 }
 
 torch::Tensor packed_positions(const torch::Tensor& cu_seqlens, int64_t length) {
+  // A token's position is its distance from its sequence's first token, cu_seqlens[its sequence].
   const auto positions = torch::arange(length, cu_seqlens.options());
-  // The sequence of t is the number of ends cu_seqlens[1..S] at or before t; its first token is cu_seqlens there.
-  const auto sequence = torch::bucketize(positions, cu_seqlens.slice(0, 1), /*out_int32=*/false, /*right=*/true);
-  return (positions - cu_seqlens.index_select(0, sequence)).unsqueeze(0);
+  return (positions - cu_seqlens.index_select(0, ops::sequence_ids(cu_seqlens, length))).unsqueeze(0);
 }
 
 torch::Tensor cu_seqlens_of_starts(const torch::Tensor& sequence_starts) {
