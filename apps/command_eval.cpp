@@ -20,8 +20,8 @@ void add_eval_command(CLI::App& app, Action& action) {
   sub->add_option("--run", a->run, "run directory")->required();
   auto* step = sub->add_option("--step", a->step, "checkpoint step (default: the latest)");
   sub->add_option("--weights", a->weights,
-                  "evaluate the run's model with the model.* tensors of this safetensors file instead of a checkpoint "
-                  "(e.g. written by Python's safetensors.torch.save_file with metadata format=seqmix-checkpoint-1)")
+                  "evaluate the run's model with the weights of this safetensors file instead of a checkpoint's (e.g. "
+                  "safetensors.torch.save_file(model.state_dict(), path, metadata={'format': 'pt'}) from Python)")
       ->excludes(step);
   sub->add_flag("--json", a->json, "print one JSON object");
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");

@@ -82,8 +82,19 @@ Config run_configuration(const TrainArgs& a, std::string& dir) {
   for (const auto& [key, value] : a.flag_values) config.set(key, value, "command line");
   if (!a.mixers.empty()) config.set("mixer", join_list(a.mixers), "command line");
   for (const auto& o : a.overrides) config.apply_override(o);
+  // Recorded as an absolute path and step, so a resume loads the same weights from any directory.
+  if (!config.text("init_from").empty())
+    config.set("init_from", resolve_init_from(config.text("init_from")), "the run folder");
   dir = a.out.empty() ? default_run_dir(config.text("task")) : a.out;
   return config;
+}
+
+// A new run's model takes the weights it starts from (checked here, before the run folder is written).
+// What a new run checks beyond its specs before its folder is written: that a step fits in memory, and the weights
+// it starts from (which its model takes).
+void prepare_new_run(const Run& run) {
+  check_batch_fits_in_memory(*run.task, run.train.batch_size);
+  if (!run.train.init_from.empty()) load_init_from(run.train.init_from, *run.model);
 }
 
 void refuse_existing_run(const std::string& dir) {
@@ -146,6 +157,7 @@ int launch_workers(const TrainArgs& a) {
     const RunFolderLock lock(dir);  // while the launcher writes the folder; rank 0 takes it over
     if (!resume) refuse_existing_run(dir);
     Run run = build_run(config, dir);  // every spec is checked here, once, before a worker starts
+    if (!resume) prepare_new_run(run);  // the workers load them again (a resume with no checkpoint)
     if (run.train.batch_size % a.nproc != 0)
       throw Error("train: the batch size " + std::to_string(run.train.batch_size) + " does not split evenly over " +
                   std::to_string(a.nproc) + " processes; choose a multiple of " + std::to_string(a.nproc));
@@ -197,6 +209,7 @@ int run_train(const TrainArgs& a) {
   // torchrun restarting a failed job runs the same command again: the run continues from its checkpoint.
   const bool restarted = communicator && dist::restarted_by_torchrun();
   Run run = build_run(config, dir);  // every spec and option checked before the folder is touched
+  if (!resume && !restarted) prepare_new_run(run);
   // One writer per run folder, from before anything in it is written or truncated to the process's end.
   std::optional<RunFolderLock> lock;
   if (rank0) {
@@ -215,6 +228,7 @@ int run_train(const TrainArgs& a) {
   if (communicator) share_cores(config, *communicator);
   if (!resume && !restarted && rank0) start_run_directory(config, run, dir);
   if (rank0) print_header(run, dir);
+  if (rank0 && !run.train.init_from.empty()) std::printf("init     %s\n", run.train.init_from.c_str());
   const TrainSummary summary = train(*run.model, *run.task, run.train);
   if (summary.stopped_by_signal != 0) {
     std::fprintf(stderr, "train: stopped by %s after step %lld%s\n",
@@ -247,6 +261,9 @@ void add_train_command(CLI::App& app, Action& action) {
       {"--eval-every", "train.eval_every", "evaluate every N steps (0 = at the end only)"},
       {"--target", "train.target", "stop once the task's metric reaches this value"},
       {"--seed", "seed", "seed of the model initialisation"},
+      {"--init-from", "init_from",
+       "start a new run from the weights of a run's latest checkpoint (RUN, or RUN@STEP) or of a safetensors "
+       "weights file; not its optimizer state, step or random numbers"},
       {"--threads", "threads", "intra-op threads (0 = all hardware threads)"},
   };
   for (const auto& [flag, key, help] : flags)

@@ -1,7 +1,7 @@
-// Fuzzes checkpoint loading (what --resume, eval and generate read): the JSON record (first byte even)
-// or the tensors file (first byte odd, with the record's size and checksum made to match, so the input
-// reaches the checks of tensors against the model). A checkpoint of a small model and its optimizer is
-// the seed. Any input loads or gives a one-line Error.
+// Fuzzes checkpoint loading (what --resume, eval and generate read): the JSON record (first byte 0 mod 3),
+// the weights file (1 mod 3) or the optimizer file (2 mod 3), a file with the record's size and checksum made to
+// match, so the input reaches the checks of tensors against the model. A checkpoint of a small model and its
+// optimizer is the seed. Any input loads or gives a one-line Error.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -11,6 +11,7 @@
 
 #include "fuzz_support.h"
 #include "seqmix/io/atomic_file.h"
+#include "seqmix/io/checksum.h"
 #include "seqmix/train/checkpoint.h"
 
 using namespace seqmix;
@@ -19,8 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Fixture {
-  fs::path run_dir, record_path, tensors_path;
-  std::string record, tensors;
+  fs::path run_dir, record_path, weights_path, optimizer_path;
+  std::string record, weights, optimizer;
   torch::nn::Sequential model{torch::nn::Linear(3, 4), torch::nn::LayerNorm(torch::nn::LayerNormOptions({4}))};
   std::unique_ptr<torch::optim::AdamW> optimizer;
 };
@@ -39,16 +40,18 @@ Fixture& fixture() {
     state.best_metrics = {{"loss", 1.25}};
     state.best_step = 5;
     save_checkpoint(f->run_dir.string(), *f->model, *f->optimizer, state, 1);
-    for (const auto& e : fs::directory_iterator(f->run_dir / "checkpoints")) {
-      if (e.path().extension() == ".json") f->record_path = e.path();
-      if (e.path().extension() == ".safetensors") f->tensors_path = e.path();
-    }
+    const fs::path dir = f->run_dir / "checkpoints";
+    f->record_path = dir / "step-00000007.json";
+    f->weights_path = dir / "step-00000007.safetensors";
+    f->optimizer_path = dir / "step-00000007.optimizer.safetensors";
     f->record = read_file(f->record_path.string());
-    f->tensors = read_file(f->tensors_path.string());
+    f->weights = read_file(f->weights_path.string());
+    f->optimizer = read_file(f->optimizer_path.string());
     // SEQMIX_FUZZ_WRITE_SEEDS=DIR writes the two seeds (scripts/fuzz.sh keeps them in fuzz/corpus).
     if (const char* dir = std::getenv("SEQMIX_FUZZ_WRITE_SEEDS")) {
       std::ofstream(fs::path(dir) / "record.seed", std::ios::binary) << '\0' << f->record;
-      std::ofstream(fs::path(dir) / "tensors.seed", std::ios::binary) << '\1' << f->tensors;
+      std::ofstream(fs::path(dir) / "weights.seed", std::ios::binary) << '\1' << f->weights;
+      std::ofstream(fs::path(dir) / "optimizer.seed", std::ios::binary) << '\2' << f->optimizer;
     }
     return f;
   }();
@@ -68,15 +71,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   Fixture& f = fixture();
   const std::string input = fuzz::as_string(data + 1, size - 1);
-  if (data[0] % 2 == 0) {
+  const int target = data[0] % 3;
+  put(f.weights_path, f.weights);
+  put(f.optimizer_path, f.optimizer);
+  if (target == 0) {
     put(f.record_path, input);
-    put(f.tensors_path, f.tensors);
   } else {
     nlohmann::json record = nlohmann::json::parse(f.record);
-    record["tensors_bytes"] = input.size();
-    record["tensors_fnv1a64"] = std::to_string(fnv1a64(input));
+    const char* part = target == 1 ? "weights" : "optimizer";
+    record[part]["bytes"] = input.size();
+    record[part]["sha256"] = sha256_hex(input);
     put(f.record_path, record.dump(2));
-    put(f.tensors_path, input);
+    put(target == 1 ? f.weights_path : f.optimizer_path, input);
   }
   TrainerState state;
   try {

@@ -11,6 +11,9 @@ SEQMIX_DEBIAN_PACKAGES=(
   libgloo-dev                          # Gloo's headers for c10d's ProcessGroupGloo (torch links its own Gloo)
   libgtest-dev libbenchmark-dev        # tests and benchmarks
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libsentencepiece-dev
+  libssl-dev                           # OpenSSL's libcrypto: the SHA-256 of checkpoint files
+  zlib1g-dev                           # gzip: the IDX files of Fashion-MNIST
+  dataset-fashion-mnist                # Fashion-MNIST (70,000 labelled 28x28 images), the fashion_mnist task's data
   gnuplot-nox
 )
 SEQMIX_VENV=.venv

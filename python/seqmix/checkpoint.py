@@ -1,9 +1,13 @@
 """seqmix checkpoints and safetensors files as tensors, in pure Python (no compiler, no safetensors package).
 
-A run directory holds checkpoints/step-<N>.safetensors (the model's parameters and buffers as "model.<name>",
-AdamW's state as "optimizer.<name>.exp_avg" / ".exp_avg_sq" / ".step") and checkpoints/step-<N>.json, the record
-that commits it: a checkpoint exists once its record does.
+A run directory holds, for each checkpoint (format version 2), checkpoints/step-<N>.safetensors (the model's
+parameters and buffers under their own names, metadata format=pt: safetensors.torch.load_file reads it as a state
+dict), checkpoints/step-<N>.optimizer.safetensors (AdamW's state: "<name>.exp_avg" / ".exp_avg_sq" / ".step") and
+checkpoints/step-<N>.json, the record that commits them (each file's size and SHA-256): a checkpoint exists once its
+record does. Version-1 checkpoints (one step-<N>.safetensors of "model.*" and "optimizer.*", an FNV-1a checksum)
+are read too.
 """
+import hashlib
 import json
 import os
 import re
@@ -30,9 +34,9 @@ class CheckpointError(ValueError):
 
 
 def fnv1a64(data):
-    """The checksum a checkpoint record holds for its tensors file: 64-bit FNV-1a as seqmix computes it
-    (src/train/checkpoint.cpp), whose offset basis is 1469598103934665603 rather than the standard
-    14695981039346656037; every checkpoint seqmix has written uses it."""
+    """The checksum a version-1 checkpoint record holds for its tensors file: 64-bit FNV-1a as seqmix computed it
+    (fnv1a64_seqmix in src/io/checksum.cpp), whose offset basis is 1469598103934665603 rather than the standard
+    14695981039346656037."""
     h = 1469598103934665603
     for byte in data:
         h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
@@ -97,11 +101,28 @@ def checkpoint_steps(run_dir):
     return sorted(steps)
 
 
+def _committed_file(folder, record_path, entry, own_name, verify, checksum_matches):
+    """The bytes of a file a record commits, checked against the size (and, with verify, the checksum) recorded."""
+    if entry["file"] != own_name:
+        raise CheckpointError(f"{record_path}: names {entry['file']!r}, not its own step's {own_name}")
+    path = os.path.join(folder, own_name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise CheckpointError(f"{record_path}: its file {path} is missing") from None
+    if len(data) != int(entry["bytes"]) or (verify and not checksum_matches(data)):
+        raise CheckpointError(f"{path}: {len(data)} bytes that do not match its record (size {entry['bytes']}, "
+                              "checksum); the file is damaged")
+    return _parse(data, path)[0]
+
+
 def load_checkpoint(path, step=None, verify=True):
-    """The tensors of a checkpoint: `path` is a .safetensors file, or a run directory (its checkpoint at `step`,
-    default the latest, checked against its record's size and, with verify, its FNV-1a checksum, as seqmix
-    checks it; the checksum runs in pure Python at a few MB/s). Returns dict name -> tensor ("model.*" and
-    "optimizer.*"); a damaged checkpoint raises CheckpointError."""
+    """The tensors of a checkpoint: `path` is a .safetensors file (its tensors as they are named in it), or a run
+    directory (its checkpoint at `step`, default the latest, checked against its record's sizes and, with verify,
+    checksums, as seqmix checks them: SHA-256, or for a version-1 checkpoint FNV-1a in pure Python at a few MB/s).
+    From a run directory, returns dict name -> tensor with the weights as "model.<name>" and AdamW's state as
+    "optimizer.<name>.*", whatever the checkpoint's version; a damaged checkpoint raises CheckpointError."""
     if not os.path.isdir(path):
         return read_safetensors(path)[0]
     steps = checkpoint_steps(path)
@@ -111,24 +132,36 @@ def load_checkpoint(path, step=None, verify=True):
     if chosen not in steps:
         raise CheckpointError(f"{path}: no checkpoint at step {chosen} (steps: {steps})")
     name = f"step-{chosen:08d}"
-    record_path = os.path.join(path, "checkpoints", name + ".json")
+    folder = os.path.join(path, "checkpoints")
+    record_path = os.path.join(folder, name + ".json")
     try:
         with open(record_path) as f:
             record = json.load(f)
-        tensors_name, size, checksum = record["tensors"], int(record["tensors_bytes"]), int(record["tensors_fnv1a64"])
+        if record["format"] == "seqmix-checkpoint-1":
+            entry = {"file": record["tensors"], "bytes": int(record["tensors_bytes"])}
+            checksum = int(record["tensors_fnv1a64"])
+            return _committed_file(folder, record_path, entry, name + ".safetensors", verify,
+                                   lambda data: fnv1a64(data) == checksum)
+        if record["format"] != "seqmix-checkpoint" or record["version"] != 2:
+            raise CheckpointError(f"{record_path}: checkpoint format {record['format']!r} version "
+                                  f"{record.get('version')!r}; this seqmix reads versions 1 and 2")
+        parts = {}
+        for key, prefix, own_name in (("weights", "model.", name + ".safetensors"),
+                                      ("optimizer", "optimizer.", name + ".optimizer.safetensors")):
+            entry = record[key]
+            tensors = _committed_file(folder, record_path, entry, own_name, verify,
+                                      lambda data: hashlib.sha256(data).hexdigest() == entry["sha256"])
+            parts.update({prefix + tensor_name: t for tensor_name, t in tensors.items()})
+        return parts
+    except CheckpointError:
+        raise
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"{record_path}: not a checkpoint record ({error!r})") from error
-    if tensors_name != name + ".safetensors":
-        raise CheckpointError(f"{record_path}: names {tensors_name!r}, not its own step's tensors")
-    tensors_path = os.path.join(path, "checkpoints", tensors_name)
-    with open(tensors_path, "rb") as f:
-        data = f.read()
-    if len(data) != size or (verify and fnv1a64(data) != checksum):
-        raise CheckpointError(f"{tensors_path}: {len(data)} bytes that do not match its record (size {size}, "
-                              "checksum); the file is damaged")
-    return _parse(data, tensors_path)[0]
 
 
 def model_state(tensors):
-    """The "model.*" tensors of a checkpoint without the prefix: a state dict of the C++ model's names."""
+    """A state dict of the C++ model's names: the "model.*" tensors of load_checkpoint(run) without the prefix, or
+    a weights file's tensors as they are (a version-2 step-<N>.safetensors holds nothing else)."""
+    if not any(name.startswith("model.") for name in tensors):
+        return dict(tensors)
     return {name[len("model.") :]: t for name, t in tensors.items() if name.startswith("model.")}

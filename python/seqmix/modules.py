@@ -10,8 +10,8 @@
     print(run.generate("ROMEO:", tokens=100, temperature=0.8))
 
 The parameters are the C++ module's own tensors, registered here as nn.Parameters under the C++ names
-("q.weight", "blocks.0.mixer.out.weight", ...): optimizers, state_dict/load_state_dict (keys equal to a seqmix
-checkpoint's model.* names without the prefix), .to(dtype), .train()/.eval() and autograd act on the C++
+("q.weight", "blocks.0.mixer.out.weight", ...): optimizers, state_dict/load_state_dict (keys equal to
+the names in a checkpoint's weights file), .to(dtype), .train()/.eval() and autograd act on the C++
 module directly. The forward is the C++ forward (the same fused kernels), so nothing is re-implemented here.
 """
 import json
@@ -213,8 +213,9 @@ def _option_text(value) -> str:
 
 
 def save_weights(model: Model, path: str) -> None:
-    """Writes the model's parameters and buffers as a seqmix checkpoint's tensors file (model.<name>,
-    format=seqmix-checkpoint-1), atomically: `seqmix eval --run DIR --weights path` reads it."""
+    """Writes the model's parameters and buffers as a checkpoint's weights file (their own names, the
+    model.state_dict() names, metadata format=pt), atomically: `seqmix eval --run DIR --weights path` and
+    `seqmix train --init-from path` read it, and so does safetensors.torch.load_file."""
     model._bound.save_weights(str(path))
 
 

@@ -72,11 +72,17 @@ class Checkpoints(unittest.TestCase):
             run = self.train_a_run(folder)
             self.assertEqual(seqmix.checkpoint_steps(run), [3])
             tensors = seqmix.load_checkpoint(run)
-            cpp = seqmix.read_safetensors_cpp(os.path.join(run, "checkpoints", "step-00000003.safetensors"))
+            cpp = {}
+            for prefix, name in (("model.", "step-00000003.safetensors"), ("optimizer.", "step-00000003.optimizer.safetensors")):
+                read = seqmix.read_safetensors_cpp(os.path.join(run, "checkpoints", name))
+                cpp.update({prefix + tensor_name: tensor for tensor_name, tensor in read.items()})
             self.assertEqual(list(tensors), list(cpp))
             for name, tensor in cpp.items():
                 self.assertEqual(tensors[name].dtype, tensor.dtype, name)
                 self.assertTrue(torch.equal(tensors[name], tensor), name)
+            # A weights file read directly is already a state dict; model_state takes either.
+            weights = seqmix.load_checkpoint(os.path.join(run, "checkpoints", "step-00000003.safetensors"))
+            self.assertEqual(sorted(seqmix.model_state(weights)), sorted(seqmix.model_state(tensors)))
             state = seqmix.model_state(tensors)
             self.assertIn("token_embedding.weight", state)
             self.assertEqual(state["token_embedding.weight"].dtype, torch.float32)

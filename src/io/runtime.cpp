@@ -1,6 +1,7 @@
 #include "seqmix/io/runtime.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -8,6 +9,8 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <chrono>
 #include <regex>
 #include <thread>
@@ -62,6 +65,17 @@ double matmul_gflops(int64_t n) {
   }
   std::sort(times.begin(), times.end());
   return 2.0 * static_cast<double>(n * n * n) / times[times.size() / 2] / 1e9;
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : INT64_MAX;
+}
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", bytes / 1e9);
+  return text;
 }
 
 }  // namespace seqmix

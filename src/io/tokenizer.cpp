@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <regex>
 
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
@@ -16,23 +17,28 @@
 namespace seqmix {
 namespace {
 
-// SentencePiece trains on lines and drops newlines; seqmix keeps them as this one reserved piece
-// (a private-use code point, U+E00A, which real text does not contain).
-const std::string kNewlinePiece = "\xEE\x80\x8A";
+// SentencePiece trains on lines and drops newlines. A model seqmix trains holds the newline itself as a
+// user-defined piece, so plain SentencePiece encodes and decodes text with newlines as seqmix does. Models trained
+// before (tokenizer format 1) hold a reserved private-use code point, U+E00A, in its place; a model without a "\n"
+// piece gets that mapping, which round-trips any text too.
+const std::string kNewline = "\n";
+const std::string kNewlineFormat1 = "\xEE\x80\x8A";
 // SentencePiece writes spaces as U+2581 and decodes every U+2581 back to a space, so a U+2581 of the text
-// itself travels as this reserved private-use code point, U+E081 (the fuzzer found the lost character).
+// itself travels as this reserved private-use code point, U+E081 (the fuzzer found the lost character). This is
+// the one place seqmix's ids differ from plain SentencePiece's (docs/tasks.md).
 const std::string kSpaceMeta = "\xE2\x96\x81";
 const std::string kSpaceMetaStandIn = "\xEE\x82\x81";
 constexpr const char* kPluginName = "libseqmix_sentencepiece.so";
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from == to) return s;
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
   return s;
 }
 
-// The text as the plugin takes it: newlines and U+2581 as their reserved pieces.
-std::string to_plugin_text(const std::string& text) {
-  return replace_all(replace_all(text, kSpaceMeta, kSpaceMetaStandIn), "\n", kNewlinePiece);
+// The text as the plugin takes it: U+2581 as its stand-in, newlines as the model's newline piece.
+std::string to_plugin_text(const std::string& text, const std::string& newline_piece) {
+  return replace_all(replace_all(text, kSpaceMeta, kSpaceMetaStandIn), kNewline, newline_piece);
 }
 
 struct Plugin {
@@ -41,6 +47,7 @@ struct Plugin {
   seqmix_sp_encode_fn encode;
   seqmix_sp_decode_fn decode;
   seqmix_sp_size_fn size;
+  seqmix_sp_has_piece_fn has_piece;
   seqmix_sp_release_fn release;
 };
 
@@ -78,6 +85,7 @@ const Plugin& plugin() {
       p.encode = reinterpret_cast<seqmix_sp_encode_fn>(symbol("seqmix_sp_encode"));
       p.decode = reinterpret_cast<seqmix_sp_decode_fn>(symbol("seqmix_sp_decode"));
       p.size = reinterpret_cast<seqmix_sp_size_fn>(symbol("seqmix_sp_size"));
+      p.has_piece = reinterpret_cast<seqmix_sp_has_piece_fn>(symbol("seqmix_sp_has_piece"));
       p.release = reinterpret_cast<seqmix_sp_release_fn>(symbol("seqmix_sp_release"));
     } catch (const Error& e) {
       failure = e.what();
@@ -94,18 +102,36 @@ std::string take_message(char* error) {
   return printable(s);  // SentencePiece's messages may span lines
 }
 
+// SentencePiece's training failure in seqmix's terms: its two vocabulary-size failures name the option to change
+// and the bound (its own text advises trainer flags seqmix does not expose); any other loses the source location
+// and failed condition SentencePiece prefixes.
+std::string training_failure(const std::string& message, int64_t vocab_size) {
+  const std::string size = std::to_string(vocab_size);
+  std::smatch m;
+  static const std::regex too_high("Vocabulary size too high \\(\\d+\\)\\. Please set it to a value <= (\\d+)");
+  if (std::regex_search(message, m, too_high))
+    return "tokenizer: this text yields at most " + m[1].str() + " BPE pieces, fewer than vocab_size=" + size +
+           "; set vocab_size to " + m[1].str() + " or less, or train on more text";
+  static const std::regex too_low("smaller than required_chars\\. \\d+ vs (\\d+)");
+  if (std::regex_search(message, m, too_low))
+    return "tokenizer: this text needs at least " + m[1].str() + " pieces (one per distinct character, 256 byte "
+           "pieces and the special ones), more than vocab_size=" + size + "; set vocab_size to " + m[1].str() +
+           " or more";
+  static const std::regex location("^\\S+\\.cc\\(\\d+\\) \\[.*?\\] ");
+  return "tokenizer: training a BPE vocabulary of " + size + " pieces failed: " + std::regex_replace(message, location, "");
+}
+
 }  // namespace
 
 bool Tokenizer::available() { return kPluginUnavailable == nullptr; }
 
 Tokenizer Tokenizer::train(const std::string& text, int64_t vocab_size) {
   if (text.empty()) throw Error("tokenizer: cannot train on an empty text");
-  const std::string mapped = to_plugin_text(text);
+  const std::string mapped = to_plugin_text(text, kNewline);
   char *model = nullptr, *error = nullptr;
   size_t model_len = 0;
-  if (plugin().train(mapped.data(), mapped.size(), vocab_size, kNewlinePiece.c_str(), &model, &model_len, &error) != 0)
-    throw Error("tokenizer: training a BPE vocabulary of " + std::to_string(vocab_size) +
-                " pieces failed: " + take_message(error));
+  if (plugin().train(mapped.data(), mapped.size(), vocab_size, kNewline.c_str(), &model, &model_len, &error) != 0)
+    throw Error(training_failure(take_message(error), vocab_size));
   std::string serialized(model, model_len);
   std::free(model);
   return from_serialized(serialized, "the trained model");
@@ -122,11 +148,12 @@ Tokenizer Tokenizer::from_serialized(const std::string& model_proto, const std::
   Tokenizer t;
   t.processor_ = std::shared_ptr<void>(handle, p.release);
   t.serialized_ = model_proto;
+  t.newline_piece_ = p.has_piece(handle, kNewline.data(), kNewline.size()) ? kNewline : kNewlineFormat1;
   return t;
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  const std::string mapped = to_plugin_text(text);
+  const std::string mapped = to_plugin_text(text, newline_piece_);
   int32_t* ids = nullptr;
   size_t count = 0;
   char* error = nullptr;
@@ -152,7 +179,7 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
     throw Error("tokenizer: cannot decode: " + take_message(error));
   std::string out(text, text_len);
   std::free(text);
-  return replace_all(replace_all(out, kNewlinePiece, "\n"), kSpaceMetaStandIn, kSpaceMeta);
+  return replace_all(replace_all(out, newline_piece_, kNewline), kSpaceMetaStandIn, kSpaceMeta);
 }
 
 int64_t Tokenizer::vocab_size() const { return plugin().size(processor_.get()); }

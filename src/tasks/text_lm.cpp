@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/runtime.h"
 #include "seqmix/tasks/data_rng.h"
 
 namespace seqmix {
@@ -13,6 +15,13 @@ namespace {
 
 std::string read_text(const std::string& path) {
   if (path.empty()) throw Error("task text: no path given (text:path=FILE)");
+  // The text and its splits are held whole: at least twice the file, checked before it is read.
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && 2.0 * static_cast<double>(size) > static_cast<double>(physical_memory_bytes()))
+    throw Error("task text: the text file " + path + " holds " + gigabytes(static_cast<double>(size)) +
+                "; the task holds it and its splits in memory, at least " + gigabytes(2.0 * static_cast<double>(size)) +
+                ", more than this machine's " + gigabytes(static_cast<double>(physical_memory_bytes())));
   std::string text;
   try {
     text = read_file(path);

@@ -12,7 +12,7 @@
 #include "seqmix/io/error.h"
 #include "seqmix/io/spec.h"
 #include "seqmix/tasks/task.h"
-#include "seqmix/train/checkpoint.h"  // fnv1a64
+#include "seqmix/io/checksum.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix {
@@ -100,7 +100,7 @@ std::string slug(const std::string& spec) {
   for (char c : spec) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (s.size() > 48) s.resize(48);
   char hash[20];
-  std::snprintf(hash, sizeof hash, "-%08llx", static_cast<unsigned long long>(fnv1a64(spec) & 0xffffffffULL));
+  std::snprintf(hash, sizeof hash, "-%08llx", static_cast<unsigned long long>(fnv1a64_seqmix(spec) & 0xffffffffULL));
   return s + hash;
 }
 

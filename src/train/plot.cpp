@@ -1,5 +1,6 @@
 #include "seqmix/train/plot.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,6 +29,29 @@ std::string primary_metric(const fs::path& run) {
     if (!j.is_discarded() && j.contains("metric") && j["metric"].is_string()) return j["metric"].get<std::string>();
   }
   return "accuracy";
+}
+
+// What gnuplot said, on one line: its messages about the script ("<script>" line N: ...) and the system errors
+// under them, without the echoed script line; otherwise its last line, or its exit status.
+std::string gnuplot_messages(const std::string& err, const std::string& script_path, int status) {
+  const std::string prefix = "\"" + script_path + "\" line ";
+  std::string messages, last;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    last = line;
+    if (line.rfind(prefix, 0) == 0) {
+      const size_t colon = line.find(": ", prefix.size());
+      line = colon == std::string::npos ? line : line.substr(colon + 2);
+    } else if (line.rfind("system error: ", 0) != 0) {
+      continue;
+    }
+    messages += (messages.empty() ? "" : "; ") + line;
+  }
+  if (!messages.empty()) return messages;
+  if (!last.empty()) return last;
+  return WIFEXITED(status) ? "it exited with status " + std::to_string(WEXITSTATUS(status)) + " and said nothing"
+                           : "it was killed by signal " + std::to_string(WTERMSIG(status));
 }
 
 }  // namespace
@@ -88,7 +112,7 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
       "unset logscale y\nset title " + quoted("test " + metric_label) + "\nplot " + metric_plots + "\n"
       "unset multiplot\n";
   const fs::path script_path = tmp / "plot.gp";
-  std::ofstream(script_path) << script;
+  write_file_atomically(script_path.string(), script);
   const std::string command = "gnuplot " + quoted(script_path.string()) + " 2>" + quoted((tmp / "gnuplot.err").string());
   const int status = std::system(command.c_str());
   std::string err;
@@ -97,7 +121,7 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
   if (status != 0) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
       throw Error("plot: gnuplot is not installed (apt-get install gnuplot-nox)");
-    throw Error("plot: gnuplot failed: " + err.substr(0, err.find('\n')));
+    throw Error("plot: gnuplot failed writing " + png_path + ": " + gnuplot_messages(err, script_path.string(), status));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "seqmix/io/error.h"
@@ -18,6 +19,9 @@ std::vector<OptionInfo> run_config_schema() {
       OptionInfo::list("mixer", {"softmax"}, "sequence-mixer specs, one per layer, cycled over the layers (none: dlinear)"),
       OptionInfo::text("model", "", "model spec; empty: the task's default model"),
       OptionInfo::integer("seed", 0, "seed of the model initialisation", 0),
+      OptionInfo::text("init_from", "",
+                       "start from these weights: a run folder (its latest checkpoint; RUN@STEP for another) or a "
+                       "safetensors weights file (format=pt); empty: the seed's"),
       OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
       OptionInfo::integer("train.steps", 2000, "optimizer steps", 1),
       OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
@@ -94,6 +98,7 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   t.checkpoint_every = config.integer("train.checkpoint_every");
   t.keep_checkpoints = config.integer("train.keep_checkpoints");
   t.skip_nonfinite = config.flag("train.skip_nonfinite");
+  t.init_from = config.text("init_from");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
   t.description["mixer"] = config.text("mixer");
@@ -131,6 +136,48 @@ Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& ste
   if (!load_checkpoint(run_dir, *run.model, nullptr, state, step)) throw Error("run directory " + run_dir + " has no checkpoint");
   step_loaded = state.step;
   return run;
+}
+
+namespace {
+
+// A run folder and step of an init_from value ("RUN" or "RUN@STEP"); step -1 when none is named.
+std::pair<std::string, int64_t> split_init_from(const std::string& value) {
+  const size_t at = value.rfind('@');
+  if (at == std::string::npos || at + 1 == value.size() ||
+      value.find_first_not_of("0123456789", at + 1) != std::string::npos || value.size() - at > 19)
+    return {value, -1};
+  return {value.substr(0, at), std::stoll(value.substr(at + 1))};
+}
+
+}  // namespace
+
+std::string resolve_init_from(const std::string& value) {
+  namespace fs = std::filesystem;
+  auto [path, step] = split_init_from(value);
+  std::error_code ec;
+  const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
+  if (fs::is_regular_file(path, ec) && step < 0) return absolute;
+  if (!fs::is_directory(path, ec))
+    throw Error("init_from " + value + ": no such run folder or weights file");
+  const std::vector<int64_t> steps = list_checkpoints(path);
+  if (steps.empty()) throw Error("init_from " + value + ": run " + path + " has no checkpoint");
+  if (step < 0) step = steps.back();
+  if (std::find(steps.begin(), steps.end(), step) == steps.end())
+    throw Error("init_from " + value + ": run " + path + " has no checkpoint at step " + std::to_string(step) +
+                " (it has " + std::to_string(steps.front()) + " to " + std::to_string(steps.back()) + ")");
+  return absolute + "@" + std::to_string(step);
+}
+
+void load_init_from(const std::string& resolved, torch::nn::Module& model) {
+  const auto [path, step] = split_init_from(resolved);
+  try {
+    if (step < 0)
+      load_model_weights(path, model);
+    else
+      load_checkpoint_weights(path, model, step);
+  } catch (const Error& e) {
+    throw Error("init_from " + resolved + ": " + e.what());
+  }
 }
 
 }  // namespace seqmix

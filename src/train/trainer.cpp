@@ -16,9 +16,11 @@
 #include "seqmix/io/append_log.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/interrupt.h"
+#include "seqmix/io/runtime.h"
 #include "seqmix/io/error.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/progress.h"
+#include "seqmix/train/run.h"
 #include "seqmix/train/schedule.h"
 
 namespace seqmix {
@@ -89,6 +91,22 @@ bool parameters_finite(SequenceModelImpl& model) {
   return true;
 }
 
+// A run folder a resume may write into: each of its files, where present, of the kind the run writes (a damaged
+// folder is one clear error before the log is truncated or a checkpoint written).
+void check_resumable_folder(const fs::path& run_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) throw Error("run " + run_dir.string() + " is not a folder");
+  for (const char* name : {"config.yaml", "metrics.jsonl", "summary.json"}) {
+    const fs::path file = run_dir / name;
+    if (fs::exists(fs::symlink_status(file, ec)) && !fs::is_regular_file(file, ec))
+      throw Error("run " + run_dir.string() + " is damaged: " + file.string() + " is not a regular file");
+  }
+  const fs::path checkpoints = run_dir / "checkpoints";
+  if (fs::exists(fs::symlink_status(checkpoints, ec)) && !fs::is_directory(checkpoints, ec))
+    throw Error("run " + run_dir.string() + " is damaged: " + checkpoints.string() +
+                " is not a folder; move it away to resume");
+}
+
 }  // namespace
 
 Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator) {
@@ -114,9 +132,24 @@ Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* commu
   return sums.values();
 }
 
+void check_batch_fits_in_memory(const Task& task, int64_t batch_size) {
+  const double inputs = static_cast<double>(task.seq_len()) * std::max<int64_t>(1, task.input_features());
+  const double outputs = task.vocab_size() > 0
+                             ? static_cast<double>(task.seq_len()) * task.vocab_size()
+                             : static_cast<double>(std::max<int64_t>(1, task.output_len())) *
+                                   std::max<int64_t>(1, task.output_features());
+  const double bytes = 4.0 * static_cast<double>(batch_size) * (inputs + 2 * outputs);
+  const int64_t memory = physical_memory_bytes();
+  if (bytes > static_cast<double>(memory))
+    throw Error("train.batch_size " + std::to_string(batch_size) + ": one step needs at least " + gigabytes(bytes) +
+                " (the batch's inputs and the model's outputs with their gradients, float32), more than this "
+                "machine's " + gigabytes(static_cast<double>(memory)) + " of memory; choose a smaller --batch-size");
+}
+
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config) {
   if (config.steps < 1) throw Error("train: steps must be >= 1");
   if (config.batch_size < 1) throw Error("train: batch size must be >= 1");
+  check_batch_fits_in_memory(task, config.batch_size);
   if (config.resume && config.out_dir.empty()) throw Error("train: resuming needs a run directory");
   dist::Communicator* communicator = config.communicator.get();
   const int64_t world = communicator ? communicator->world_size() : 1;
@@ -138,7 +171,11 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     // and its batches from the step, so that is the same run.
     // Every rank reads the checkpoint (the optimizer state too, which is the same on every rank).
     // A directory with no checkpoint and no log is a run that has not started (seqmix train --nproc).
-    if (!load_checkpoint(config.out_dir, model, optimizer.get(), state) && !quiet && fs::exists(metrics_path))
+    // Everything is checked before anything in the folder changes: its layout, the checkpoint, the init weights.
+    check_resumable_folder(run_dir);
+    const bool from_checkpoint = load_checkpoint(config.out_dir, model, optimizer.get(), state);
+    if (!from_checkpoint && !config.init_from.empty()) load_init_from(config.init_from, model);
+    if (!from_checkpoint && !quiet && fs::exists(metrics_path))
       std::printf("run %s has no checkpoint yet: starting again from step 0\n", config.out_dir.c_str());
     if (config.extend) state.stopped_early = false;
     if (writing) {

@@ -134,6 +134,16 @@ set_tests_properties(cli.twenty_kills_and_resumes_are_bit_exact PROPERTIES LABEL
 add_test(NAME cli.run_folder_faults
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_folder_faults.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/run_folder_faults)
 set_tests_properties(cli.run_folder_faults PROPERTIES LABELS fast TIMEOUT 300)
+add_test(NAME cli.run_folder_travels
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_folder_travels.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/run_folder_travels
+                 ${CMAKE_CURRENT_SOURCE_DIR}/data/run_format1)
+set_tests_properties(cli.run_folder_travels PROPERTIES LABELS fast TIMEOUT 300)
+
+# The README's main job (its first command's `./build/seqmix train`) reaches what the README says: the 0.99 target.
+add_test(NAME readme.main_job
+         COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --out \"$1\"" $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/readme_main_job)
+set_tests_properties(readme.main_job PROPERTIES LABELS slow TIMEOUT 3600
+                     PASS_REGULAR_EXPRESSION "final accuracy (0\\.99[0-9][0-9]|1\\.0000) \\(best")
 add_test(NAME cli.full_disk_keeps_the_last_checkpoint
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/full_disk.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/full_disk)
 set_tests_properties(cli.full_disk_keeps_the_last_checkpoint PROPERTIES LABELS fast TIMEOUT 300

@@ -14,9 +14,9 @@ args=(train --task mad.in_context_recall:seq_len=16,num_train=256,num_test=16 --
 "$seqmix" "${args[@]}" --out "$work/full" >/dev/null || { echo "uninterrupted run failed"; exit 1; }
 c=$work/full/checkpoints
 size() { stat -c %s "$1"; }
-# Room for config.yaml, the step-5 checkpoint and half of the step-10 tensors.
+# Room for config.yaml, the step-5 checkpoint (record, weights, optimizer state) and half of the step-10 weights.
 room=$(( $(size "$work/full/config.yaml") + $(size "$c/step-00000005.json") + $(size "$c/step-00000005.safetensors") \
-         + $(size "$c/step-00000010.safetensors") / 2 ))
+         + $(size "$c/step-00000005.optimizer.safetensors") + $(size "$c/step-00000010.safetensors") / 2 ))
 run=$work/full_disk
 SEQMIX_FAULT_DISK_BYTES=$room "$seqmix" "${args[@]}" --out "$run" >/dev/null 2>"$work/err"
 status=$?
@@ -29,7 +29,8 @@ latest=$(ls "$run/checkpoints" | grep '\.json$' | tail -1)
 "$seqmix" eval --run "$run" --threads 1 >/dev/null || { echo "the step-5 checkpoint does not load"; exit 1; }
 if ls -a "$run" "$run/checkpoints" | grep -q '\.tmp-'; then echo "the failed write left a temporary file"; exit 1; fi
 "$seqmix" train --resume "$run" --threads 1 >/dev/null || { echo "resume failed"; exit 1; }
-cmp -s "$c/step-00000020.safetensors" "$run/checkpoints/step-00000020.safetensors" ||
+cmp -s "$c/step-00000020.safetensors" "$run/checkpoints/step-00000020.safetensors" &&
+  cmp -s "$c/step-00000020.optimizer.safetensors" "$run/checkpoints/step-00000020.optimizer.safetensors" ||
   { echo "the resumed run's final checkpoint differs"; exit 1; }
 echo "full disk: $(cat "$work/err")"
 echo "the step-5 checkpoint stayed the latest and loaded; resumed, the final checkpoint is byte-identical"

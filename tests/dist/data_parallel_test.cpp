@@ -60,15 +60,16 @@ std::vector<std::string> with(std::vector<std::string> arguments, const std::vec
   return arguments;
 }
 
-fs::path checkpoint_tensors(const fs::path& run, int64_t step) {
+// A checkpoint's weights file, or with `optimizer` its AdamW state file.
+fs::path checkpoint_tensors(const fs::path& run, int64_t step, bool optimizer = false) {
   char name[64];
-  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  std::snprintf(name, sizeof name, "step-%08lld%s.safetensors", static_cast<long long>(step), optimizer ? ".optimizer" : "");
   return run / "checkpoints" / name;
 }
 
-// The largest ||a - b|| / ||b|| over the tensors whose name starts with `prefix`; both files must hold the
-// same tensors.
-double max_relative_difference(const fs::path& a, const fs::path& b, const std::string& prefix) {
+// The largest ||a - b|| / ||b|| over the tensors whose name starts with `prefix` ("" for all); both files must hold
+// the same tensors.
+double max_relative_difference(const fs::path& a, const fs::path& b, const std::string& prefix = "") {
   const SafetensorsFile fa = read_safetensors(a.string()), fb = read_safetensors(b.string());
   EXPECT_EQ(fa.tensors.size(), fb.tensors.size());
   double worst = 0;
@@ -98,8 +99,8 @@ TEST(DataParallel, TwoProcessesFollowOneProcessWithTheGlobalBatch) {
   ASSERT_EQ(run_seqmix(with(recall_run(two.string(), 6), {"--nproc", "2"}), two.string() + ".log"), 0)
       << std::ifstream(two.string() + ".log").rdbuf();
   // Per-rank batch 8 on 2 processes against batch 16 on one: parameters and AdamW moments.
-  const double parameters = max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6), "model.");
-  const double moments = max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6), "optimizer.");
+  const double parameters = max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6));
+  const double moments = max_relative_difference(checkpoint_tensors(two, 6, true), checkpoint_tensors(one, 6, true));
   std::printf("2 processes vs 1: largest relative difference %.3g (parameters), %.3g (optimizer state)\n", parameters,
               moments);
   EXPECT_LE(parameters, 1e-6);
@@ -121,7 +122,7 @@ TEST(DataParallel, ATwoProcessCheckpointResumesAsOneProcessOnTheSameTrajectory) 
   fs::remove(run / "checkpoints" / "step-00000006.json");
   ASSERT_EQ(run_seqmix({"train", "--resume", run.string()}, run.string() + "-resume.log"), 0)
       << std::ifstream(run.string() + "-resume.log").rdbuf();
-  EXPECT_LE(max_relative_difference(checkpoint_tensors(run, 6), uninterrupted, "model."), 1e-6);
+  EXPECT_LE(max_relative_difference(checkpoint_tensors(run, 6), uninterrupted), 1e-6);
 }
 
 TEST(DataParallel, AOneProcessCheckpointResumesAsTwoProcessesJoinedThroughAFileStore) {
@@ -139,7 +140,7 @@ TEST(DataParallel, AOneProcessCheckpointResumesAsTwoProcessesJoinedThroughAFileS
                                  std::to_string(rank), "--world-size", "2"},
         run.string() + "-rank" + std::to_string(rank) + ".log"));
   for (auto& worker : workers) EXPECT_EQ(worker->wait_for(std::chrono::minutes(5)), 0) << worker->log();
-  EXPECT_LE(max_relative_difference(checkpoint_tensors(run, 6), uninterrupted, "model."), 1e-6);
+  EXPECT_LE(max_relative_difference(checkpoint_tensors(run, 6), uninterrupted), 1e-6);
 }
 
 TEST(DataParallel, TorchrunStartsTheSameJob) {
@@ -153,7 +154,7 @@ TEST(DataParallel, TorchrunStartsTheSameJob) {
   for (const auto& a : recall_run(two.string(), 6)) arguments.push_back(a);
   ChildProcess torchrun(SEQMIX_PYTHON, arguments, two.string() + ".log", {{"OMP_NUM_THREADS", "1"}});
   ASSERT_EQ(torchrun.wait_for(std::chrono::minutes(5)), 0) << torchrun.log();
-  EXPECT_LE(max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6), "model."), 1e-6);
+  EXPECT_LE(max_relative_difference(checkpoint_tensors(two, 6), checkpoint_tensors(one, 6)), 1e-6);
 }
 
 // Waits until the run has logged a training step: every worker is past joining and training.

@@ -2,6 +2,7 @@
 // shorten text, and clear errors for bad ids and files that are not models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -86,6 +87,59 @@ TEST(Tokenizer, BadInputGivesClearErrors) {
 
 // Found by fuzz/fuzz_tokenizer.cpp: SentencePiece decodes its space mark U+2581 as a space, so a U+2581 of
 // the text itself came back as ' '. It now travels as a reserved stand-in and round-trips.
+// A newline is one piece, "\n" itself (a user-defined piece), so plain SentencePiece reads the model with the same
+// ids (python/tests/test_tokenizer_interop.py runs the sentencepiece package on it).
+TEST(Tokenizer, ANewlineIsItsOwnPiece) {
+  SKIP_WITHOUT_TOKENIZER();
+  const Tokenizer t = Tokenizer::train(corpus(), 400);
+  const std::vector<int64_t> newline = t.encode("\n");
+  ASSERT_EQ(newline.size(), 1u);
+  EXPECT_NE(t.serialized().find("\n\x01\n"), std::string::npos);  // the piece "\n" in the model proto
+  const std::vector<int64_t> ids = t.encode("ab\n\ncd");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), newline[0]), 2);
+}
+
+// A tokenizer.model of a run trained before newlines were their own piece (tests/data/tokenizer_format1.model,
+// 400 pieces on the first 20,000 bytes of Tiny Shakespeare, newline as U+E00A) gives the ids it gave then.
+TEST(Tokenizer, ModelsWithTheReservedNewlinePieceGiveTheirOldIds) {
+  SKIP_WITHOUT_TOKENIZER();
+  const Tokenizer t = Tokenizer::load(
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "data/tokenizer_format1.model").string());
+  const std::string s = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n";
+  const std::vector<int64_t> recorded = {338, 310, 339, 366, 1,   391, 344, 361, 346, 263, 317, 287, 351, 346,
+                                         331, 305, 261, 352, 356, 279, 354, 351, 345, 259, 351, 358, 294, 284,
+                                         269, 344, 265, 365, 344, 347, 370, 367, 1,   1,   372, 273, 366, 1,
+                                         371, 365, 344, 347, 370, 358, 265, 365, 344, 347, 370, 367, 1};
+  EXPECT_EQ(t.encode(s), recorded);
+  EXPECT_EQ(t.decode(recorded), s);
+}
+
+// SentencePiece's vocabulary-size failures name seqmix's option and the bound, not trainer flags seqmix lacks.
+TEST(Tokenizer, VocabularySizesTheTextCannotFillAreClearErrors) {
+  SKIP_WITHOUT_TOKENIZER();
+  std::string few;
+  for (int i = 0; i < 20; ++i) few += "abcabc abc\nab ab\n";
+  std::string m;
+  try {
+    Tokenizer::train(few, 300);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("fewer than vocab_size=300; set vocab_size to"), std::string::npos) << m;
+  EXPECT_EQ(m.find("trainer_interface"), std::string::npos) << m;
+  std::string many;  // 400 distinct characters (CJK), each 3 bytes of UTF-8
+  for (int i = 0; i < 400; ++i) many += "\xE4" + std::string(1, static_cast<char>(0xB8 + i / 64)) + std::string(1, static_cast<char>(0x80 + i % 64));
+  m.clear();
+  try {
+    Tokenizer::train(many, 300);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("this text needs at least 658 pieces"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than vocab_size=300; set vocab_size to 658 or more"), std::string::npos) << m;
+  EXPECT_EQ(m.find("character_coverage"), std::string::npos) << m;
+}
+
 TEST(Tokenizer, TheSpaceMarkCharacterRoundTrips) {
   SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);

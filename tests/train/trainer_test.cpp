@@ -11,13 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "seqmix/io/atomic_file.h"
+#include "seqmix/io/checksum.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/safetensors.h"
 #include "seqmix/models/language_model.h"
 #include "seqmix/tasks/mad/recall.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/schedule.h"
 #include "seqmix/train/trainer.h"
 #include "seqmix/train/progress.h"
+#include "seqmix/train/run.h"
 #include "support/error_of.h"
 
 namespace seqmix {
@@ -31,9 +34,10 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::shared_ptr<LanguageModelImpl> tiny_model(uint64_t seed) {
+std::shared_ptr<LanguageModelImpl> tiny_model(uint64_t seed, double dropout = 0.0) {
   torch::manual_seed(seed);
   LanguageModelOptions o;
+  o.embedding_dropout = dropout;
   o.vocab_size = 16;
   o.dim = 16;
   o.layers = 2;
@@ -133,6 +137,63 @@ TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
   EXPECT_EQ(steps_of(dir_a / "metrics.jsonl"), steps_of(dir_b / "metrics.jsonl"));
   // keep_checkpoints = 2: steps 10 and 13 remain.
   EXPECT_EQ(list_checkpoints(dir_b.string()), (std::vector<int64_t>{10, 13}));
+}
+
+// With dropout every training step draws from the generator, so a resume that did not restore it would train on
+// other masks: the resumed run must still end bit-identical, and one whose generator is disturbed after its first
+// step must not (the control that shows the draws are observed).
+TEST(Checkpoint, ResumeWithDropoutEndsBitIdentical) {
+  at::set_num_threads(1);
+  auto task = tiny_task();
+  const auto dir_a = fresh_dir("dropout_uninterrupted"), dir_b = fresh_dir("dropout_interrupted");
+  auto a = tiny_model(3, 0.3);
+  train(*a, task, tiny_config(dir_a, 13));
+  auto b = tiny_model(3, 0.3);
+  TrainConfig interrupted = tiny_config(dir_b, 13);
+  interrupted.after_step = [](int64_t step) {
+    if (step == 8) throw std::runtime_error("simulated crash");
+  };
+  EXPECT_THROW(train(*b, task, interrupted), std::runtime_error);
+  const fs::path saved = fresh_dir("dropout_saved");
+  fs::copy(dir_b, saved, fs::copy_options::recursive);
+
+  auto resume_into = [&](const fs::path& dir, bool disturb) {
+    torch::manual_seed(12345);  // whatever the generator holds now must not matter
+    auto c = tiny_model(99, 0.3);
+    TrainConfig resumed = tiny_config(dir, 13);
+    resumed.resume = true;
+    if (disturb)
+      resumed.after_step = [](int64_t step) {
+        if (step == 6) torch::rand({1});  // one extra draw: every later mask moves
+      };
+    train(*c, task, resumed);
+    return c;
+  };
+  auto c = resume_into(dir_b, false);
+  for (const auto& p : a->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), c->named_parameters()[p.key()])) << p.key();
+  auto d = resume_into(saved, true);
+  bool all_equal = true;
+  for (const auto& p : a->named_parameters()) all_equal &= torch::equal(p.value(), d->named_parameters()[p.key()]);
+  EXPECT_FALSE(all_equal) << "a disturbed generator left the run unchanged: the dropout draws are not observed";
+}
+
+// Draw, save, draw, load, draw again: the draws after the load repeat the ones after the save.
+TEST(Checkpoint, TheGeneratorRoundTrips) {
+  const auto dir = fresh_dir("generator");
+  auto model = tiny_model(1);
+  auto optimizer = make_adamw(*model, OptimizerConfig{});
+  torch::manual_seed(2024);
+  torch::rand({5});
+  TrainerState state;
+  state.step = 1;
+  save_checkpoint(dir.string(), *model, *optimizer, state, 1);
+  const auto after_save = torch::rand({16});
+  const auto normal_after_save = torch::randn({3});
+  torch::rand({1000});
+  TrainerState loaded;
+  ASSERT_TRUE(load_checkpoint(dir.string(), *model, optimizer.get(), loaded));
+  EXPECT_TRUE(torch::equal(torch::rand({16}), after_save));
+  EXPECT_TRUE(torch::equal(torch::randn({3}), normal_after_save));
 }
 
 TEST(Checkpoint, RoundTripRestoresModelAndOptimizerExactly) {
@@ -287,6 +348,21 @@ TEST(Checkpoint, CorruptOrTruncatedCheckpointsAreClearErrorsAndChangeNothing) {
   std::ofstream(tensors, std::ios::binary | std::ios::trunc) << flipped;
   expect_error("checksum");
   std::ofstream(tensors, std::ios::binary | std::ios::trunc) << good_tensors;
+  // The optimizer's file is checked as strictly.
+  const fs::path optimizer = dir / "checkpoints" / "step-00000005.optimizer.safetensors";
+  const std::string good_optimizer = read_file(optimizer.string());
+  std::string flipped_optimizer = good_optimizer;
+  flipped_optimizer[flipped_optimizer.size() / 2] ^= 0x01;
+  std::ofstream(optimizer, std::ios::binary | std::ios::trunc) << flipped_optimizer;
+  expect_error("optimizer.safetensors is truncated or corrupt");
+  std::ofstream(optimizer, std::ios::binary | std::ios::trunc) << good_optimizer;
+  // A record of a newer format is refused by its version.
+  {
+    auto j = nlohmann::json::parse(good_record);
+    j["version"] = 3;
+    std::ofstream(record, std::ios::trunc) << j.dump(2);
+    expect_error("checkpoint format version 3, from a newer seqmix; this seqmix reads versions 1 and 2");
+  }
   std::ofstream(record, std::ios::trunc) << good_record.substr(0, 40);
   expect_error("not valid JSON");
   std::ofstream(record, std::ios::trunc) << good_record;
@@ -306,6 +382,126 @@ TEST(Checkpoint, CorruptOrTruncatedCheckpointsAreClearErrorsAndChangeNothing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit the model"), std::string::npos) << e.what();
   }
+}
+
+// Format 2: the weights alone in a safetensors file other tools read as a PyTorch state dict (format=pt, the
+// model's own names), AdamW's state in a second file, each with its size and SHA-256 in the record.
+TEST(Checkpoint, WeightsAndOptimizerStateAreSeparateFilesWithTheirSha256) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // FIPS 180-2
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  auto task = tiny_task();
+  const auto dir = fresh_dir("format2");
+  auto model = tiny_model(3);
+  train(*model, task, tiny_config(dir, 5));
+  const fs::path c = dir / "checkpoints";
+  const auto record = nlohmann::json::parse(read_file((c / "step-00000005.json").string()));
+  EXPECT_EQ(record.at("format"), "seqmix-checkpoint");
+  EXPECT_EQ(record.at("version"), 2);
+  for (const char* part : {"weights", "optimizer"}) {
+    const std::string file = record.at(part).at("file");
+    const std::string bytes = read_file((c / file).string());
+    EXPECT_EQ(record.at(part).at("bytes").get<uint64_t>(), bytes.size()) << part;
+    EXPECT_EQ(record.at(part).at("sha256").get<std::string>(), sha256_hex(bytes)) << part;
+  }
+  const SafetensorsFile weights = read_safetensors((c / "step-00000005.safetensors").string());
+  EXPECT_EQ(weights.metadata.at("format"), "pt");
+  std::set<std::string> names, expected;
+  for (const auto& [name, tensor] : weights.tensors) names.insert(name);
+  for (const auto& p : model->named_parameters()) {
+    expected.insert(p.key());
+    EXPECT_TRUE(torch::equal(weights.at(p.key()), p.value())) << p.key();
+  }
+  for (const auto& b : model->named_buffers()) expected.insert(b.key());
+  EXPECT_EQ(names, expected);  // the weights and nothing else
+  const SafetensorsFile optimizer = read_safetensors((c / "step-00000005.optimizer.safetensors").string());
+  EXPECT_EQ(optimizer.metadata.at("format"), "pt");
+  EXPECT_EQ(optimizer.tensors.size(), 3 * model->named_parameters().size());
+  for (const auto& p : model->named_parameters()) {
+    EXPECT_EQ(optimizer.at(p.key() + ".exp_avg").sizes(), p.value().sizes());
+    EXPECT_EQ(optimizer.at(p.key() + ".step").item<int64_t>(), 5);
+  }
+  // load_model_weights reads the weights file (what `seqmix eval --weights` and --init-from take).
+  auto other = tiny_model(11);
+  load_model_weights((c / "step-00000005.safetensors").string(), *other);
+  for (const auto& p : other->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), model->named_parameters()[p.key()])) << p.key();
+}
+
+// A checkpoint written by seqmix before format 2 (tests/data/run_format1: three steps of a 1-layer lm on MAD's
+// recall, one tensors file of model.* and optimizer.*, an FNV-1a checksum) still loads, weights, AdamW state
+// and progress, and a resumed run carries on in format 2.
+TEST(Checkpoint, Format1CheckpointsStillLoadAndResume) {
+  const fs::path fixture = fs::path(__FILE__).parent_path().parent_path() / "data" / "run_format1";
+  const auto dir = fresh_dir("format1");
+  fs::remove_all(dir);
+  fs::copy(fixture, dir, fs::copy_options::recursive);
+  const SafetensorsFile stored = read_safetensors((dir / "checkpoints" / "step-00000003.safetensors").string());
+  EXPECT_EQ(stored.metadata.at("format"), "seqmix-checkpoint-1");
+  int64_t step = 0;
+  seqmix::Run run = load_run(dir.string(), 1, -1, step);
+  EXPECT_EQ(step, 3);
+  for (const auto& p : run.model->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), stored.at("model." + p.key()))) << p.key();
+  auto optimizer = make_adamw(*run.model, OptimizerConfig{});
+  TrainerState state;
+  ASSERT_TRUE(load_checkpoint(dir.string(), *run.model, optimizer.get(), state));
+  EXPECT_EQ(state.step, 3);
+  for (const auto& p : run.model->named_parameters()) {
+    auto* s = static_cast<torch::optim::AdamWParamState*>(optimizer->state().at(p.value().unsafeGetTensorImpl()).get());
+    EXPECT_TRUE(torch::equal(s->exp_avg_sq(), stored.at("optimizer." + p.key() + ".exp_avg_sq"))) << p.key();
+    EXPECT_EQ(s->step(), 3);
+  }
+  // load_model_weights reads a format-1 tensors file too.
+  load_model_weights((dir / "checkpoints" / "step-00000003.safetensors").string(), *run.model);
+  // Resumed with more steps, the run goes on from step 3 and writes format 2.
+  Config config = run_directory_config(dir.string(), "");
+  config.set("train.steps", "5", "test");
+  config.set("threads", "1", "test");
+  seqmix::Run resumed = build_run(config, dir.string());
+  resumed.train.resume = true;
+  resumed.train.extend = true;
+  resumed.train.quiet = true;
+  const TrainSummary summary = train(*resumed.model, *resumed.task, resumed.train);
+  EXPECT_EQ(summary.steps_done, 5);
+  const auto record = nlohmann::json::parse(read_file((dir / "checkpoints" / "step-00000005.json").string()));
+  EXPECT_EQ(record.at("version"), 2);
+}
+
+// A resume checks the whole folder before it writes: a `checkpoints` that is a file, or a metrics.jsonl that is a
+// folder, is one error and the log is not truncated.
+TEST(Trainer, AResumeOfADamagedFolderChangesNothing) {
+  auto task = tiny_task();
+  const auto dir = fresh_dir("damaged");
+  auto model = tiny_model(3);
+  train(*model, task, tiny_config(dir, 10));
+  fs::remove_all(dir / "checkpoints");
+  std::ofstream(dir / "checkpoints") << "not a folder";
+  const auto before = snapshot(dir);
+  TrainConfig resume = tiny_config(dir, 10);
+  resume.resume = true;
+  const std::string m = error_of([&] { train(*model, task, resume); });
+  EXPECT_NE(m.find("/checkpoints is not a folder; move it away to resume"), std::string::npos) << m;
+  EXPECT_EQ(snapshot(dir), before);
+  fs::remove(dir / "checkpoints");
+  const std::string log = read_file((dir / "metrics.jsonl").string());
+  fs::remove(dir / "summary.json");
+  fs::create_directories(dir / "summary.json");
+  const std::string m2 = error_of([&] { train(*model, task, resume); });
+  EXPECT_NE(m2.find("summary.json is not a regular file"), std::string::npos) << m2;
+  EXPECT_EQ(read_file((dir / "metrics.jsonl").string()), log);
+}
+
+// One step's lower bound (inputs, outputs and their gradients) is checked against the machine's memory.
+TEST(Trainer, ABatchBeyondTheMachinesMemoryIsRefusedBeforeAllocation) {
+  auto task = tiny_task();
+  EXPECT_NO_THROW(check_batch_fits_in_memory(task, 1024));
+  const std::string m = error_of([&] { check_batch_fits_in_memory(task, int64_t{1} << 40); });
+  EXPECT_NE(m.find("train.batch_size 1099511627776: one step needs at least"), std::string::npos) << m;
+  EXPECT_NE(m.find("of memory; choose a smaller --batch-size"), std::string::npos) << m;
+  auto model = tiny_model(3);
+  TrainConfig config = tiny_config(fresh_dir("huge_batch"), 1);
+  config.batch_size = int64_t{1} << 40;
+  EXPECT_NE(error_of([&] { train(*model, task, config); }).find("one step needs at least"), std::string::npos);
 }
 
 TEST(Checkpoint, AStrayRecordWhoseStepOverflowsIsAClearError) {
@@ -424,12 +620,14 @@ TEST(Checkpoint, ARecordNamingOtherTensorsIsAClearError) {
   const auto record = dir / "checkpoints" / "step-00000005.json";
   const std::string original = read_file(record.string());
   for (const std::string& name : {std::string(5000, 'A'), std::string("step-00000004.safetensors")}) {
-    auto j = nlohmann::json::parse(original);
-    j["tensors"] = name;
-    write_file_atomically(record.string(), j.dump());
-    TrainerState state;
-    const std::string m = error_of([&] { load_checkpoint(dir.string(), *model, nullptr, state); });
-    EXPECT_NE(m.find("names a tensors file other than its own"), std::string::npos) << m;
+    for (const char* part : {"weights", "optimizer"}) {
+      auto j = nlohmann::json::parse(original);
+      j[part]["file"] = name;
+      write_file_atomically(record.string(), j.dump());
+      TrainerState state;
+      const std::string m = error_of([&] { load_checkpoint(dir.string(), *model, nullptr, state); });
+      EXPECT_NE(m.find("names a file other than its own"), std::string::npos) << m;
+    }
   }
   auto j = nlohmann::json::parse(original);
   j["step"] = 4;

@@ -13,6 +13,10 @@ void set_threads(int n);
 std::string torch_description();
 // The BLAS that ATen's matmuls run on, e.g. "Intel MKL 2024.2 (inside libtorch_cpu.so)".
 std::string blas_description();
+// The machine's physical memory in bytes (what a size is checked against before it is allocated).
+int64_t physical_memory_bytes();
+// bytes as "12.3 GB" (decimal units, one decimal).
+std::string gigabytes(double bytes);
 // The machine's reference speed: an n x n fp32 matmul, median of 7 after warm-up, in GFLOP/s, on ATen's threads.
 double matmul_gflops(int64_t n);
 

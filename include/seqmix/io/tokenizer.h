@@ -1,9 +1,11 @@
 #pragma once
 // A byte-pair-encoding subword tokenizer (SentencePiece's BPE), trained by seqmix on a text or loaded
 // from a SentencePiece .model file. Text round-trips exactly: no normalisation, spaces kept as they are,
-// newlines mapped to one reserved piece (U+E00A) and SentencePiece's space mark U+2581 to another
-// (U+E081), and characters the training text never showed fall back to their UTF-8 bytes. SentencePiece runs in a plugin, libseqmix_sentencepiece.so, loaded on first use
-// (src/io/sentencepiece/backend_api.h says why).
+// newlines kept as one user-defined piece "\n" (models from before: a reserved piece, U+E00A, in its place), and
+// characters the training text never showed fall back to their UTF-8 bytes. Plain SentencePiece
+// (sentencepiece.SentencePieceProcessor in Python) gives the same ids for any text without U+2581, SentencePiece's
+// space mark, which seqmix carries as U+E081 (docs/tasks.md). SentencePiece runs in a plugin,
+// libseqmix_sentencepiece.so, loaded on first use (src/io/sentencepiece/backend_api.h says why).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,7 @@ class Tokenizer {
   Tokenizer() = default;
   std::shared_ptr<void> processor_;  // the plugin's processor
   std::string serialized_;
+  std::string newline_piece_;  // the piece a newline of the text becomes: "\n", or U+E00A in models from before
 };
 
 }  // namespace seqmix

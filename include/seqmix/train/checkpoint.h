@@ -1,8 +1,11 @@
 #pragma once
-// Checkpoints of a run: checkpoints/step-<N>.safetensors (model parameters and buffers, optimizer
-// state) and checkpoints/step-<N>.json (step, data cursor, RNG state, best/final metrics, and the size
-// and checksum of the tensors file). Both are written atomically, tensors first; the JSON is the commit
-// record, so a checkpoint exists only once both are complete. The last K are kept.
+// Checkpoints of a run (format version 2): checkpoints/step-<N>.safetensors (the model's parameters and buffers
+// under their own names, metadata format=pt: safetensors.torch.load_file + load_state_dict read it),
+// checkpoints/step-<N>.optimizer.safetensors (AdamW's state: <name>.exp_avg, .exp_avg_sq, .step) and
+// checkpoints/step-<N>.json (format, version, step, data cursor, RNG state, best/final metrics, and each file's
+// size and SHA-256, as sha256sum prints it). All are written atomically, tensors first; the JSON is the commit
+// record, so a checkpoint exists only once every file is complete. The last K are kept. Version-1 checkpoints
+// (one tensors file of model.* and optimizer.*, an FNV-1a checksum) are still read. docs/reliability.md.
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
 
@@ -35,16 +38,19 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW* optimizer,
                      TrainerState& state, int64_t step = -1);
 
-// The model's parameters and buffers from a safetensors file any writer made (Python's
-// safetensors.torch.save_file, a checkpoint's tensors file): its metadata must say format=seqmix-checkpoint-1
-// and it must hold model.<name> for every parameter and buffer, of the model's shape and dtype (other tensors
-// are ignored). Throws Error naming the file, with nothing changed, when it is not such a file or does not fit.
-void load_model_weights(const std::string& path, torch::nn::Module& model);
-// Writes the model's parameters and buffers (model.<name>, format=seqmix-checkpoint-1) to path, atomically: the
-// file load_model_weights and `seqmix eval --weights` read. Throws Error naming the path when it cannot be written.
-void save_model_weights(const std::string& path, torch::nn::Module& model);
+// Loads only the model's weights of the checkpoint at `step` (the latest when step < 0), checked like
+// load_checkpoint, leaving the RNG alone (`--init-from`). Returns the step loaded; throws Error when the run has no
+// such checkpoint or it does not fit the model (the model is then unchanged).
+int64_t load_checkpoint_weights(const std::string& run_dir, torch::nn::Module& model, int64_t step = -1);
 
-// 64-bit FNV-1a of bytes (the checksum stored in the JSON record).
-uint64_t fnv1a64(const std::string& bytes);
+// The model's parameters and buffers from a safetensors file any writer made (Python's
+// safetensors.torch.save_file(model.state_dict(), path, metadata={"format": "pt"}), a checkpoint's weights file):
+// its metadata must say format=pt and it must hold every parameter and buffer under its name, of the model's
+// shape and dtype (other tensors are ignored); a version-1 file (format=seqmix-checkpoint-1, model.<name>) is read
+// too. Throws Error naming the file, with nothing changed, when it is not such a file or does not fit.
+void load_model_weights(const std::string& path, torch::nn::Module& model);
+// Writes the model's parameters and buffers (their own names, format=pt) to path, atomically: the file
+// load_model_weights and `seqmix eval --weights` read. Throws Error naming the path when it cannot be written.
+void save_model_weights(const std::string& path, torch::nn::Module& model);
 
 }  // namespace seqmix

@@ -43,4 +43,13 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
 Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded,
              const std::string& weights = "");
 
+// init_from (`seqmix train --init-from`): the value as a new run records it, so a resume loads the same weights from
+// any directory: a run folder as ABSOLUTE_PATH@STEP (its latest checkpoint's step unless RUN@STEP names one), a
+// weights file as its absolute path. Throws Error naming the value when it is neither, or the run has no such
+// checkpoint.
+std::string resolve_init_from(const std::string& value);
+// Loads the weights a resolved init_from names into model (nothing else: not the optimizer, not the RNG). Throws
+// Error starting "init_from <value>: " when they cannot be read or do not fit the model (which is then unchanged).
+void load_init_from(const std::string& resolved, torch::nn::Module& model);
+
 }  // namespace seqmix

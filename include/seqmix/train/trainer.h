@@ -35,6 +35,9 @@ struct TrainConfig {
   std::string out_dir;           // run directory; empty = write nothing
   bool resume = false;           // continue from the latest checkpoint in out_dir
   bool extend = false;           // resume with a new total of steps: a run that stopped early at its target goes on
+  // The weights a new run starts from (config key init_from, resolved: resolve_init_from in run.h), or empty. The
+  // command loads them into a new run's model; the trainer loads them again when a resume finds no checkpoint.
+  std::string init_from;
   bool quiet = false;
   // A step whose loss or gradient holds a NaN or Inf stops the run with an Error naming the step and the
   // first non-finite tensor; with skip_nonfinite the step's update is skipped and counted instead.
@@ -69,5 +72,10 @@ struct TrainSummary {
 Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator = nullptr);
 
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config);
+
+// Throws Error naming train.batch_size when one training step of batch_size examples cannot fit in this machine's
+// memory: it holds at least the batch's inputs and the model's outputs with their gradients (float32), a bound
+// that needs no allocation. train() checks it first; `seqmix train` checks it before it writes the run folder.
+void check_batch_fits_in_memory(const Task& task, int64_t batch_size);
 
 }  // namespace seqmix

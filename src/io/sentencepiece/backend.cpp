@@ -149,5 +149,12 @@ int seqmix_sp_decode(void* handle, const int32_t* ids, size_t count, char** text
 
 int64_t seqmix_sp_size(void* handle) { return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->GetPieceSize(); }
 
+int seqmix_sp_has_piece(void* handle, const char* piece, size_t piece_len) {
+  const auto* p = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
+  const std::string text(piece, piece_len);
+  const int id = p->PieceToId(text);
+  return !p->IsUnknown(id) && p->IdToPiece(id) == text ? 1 : 0;
+}
+
 void seqmix_sp_release(void* handle) { delete static_cast<sentencepiece::SentencePieceProcessor*>(handle); }
 }

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 extern "C" {
-// Trains a BPE model on text (with newlines already mapped to the reserved piece); *model receives the
-// serialized model proto.
+// Trains a BPE model on text, cut into training sentences after each newline_piece (which becomes a user-defined
+// piece); *model receives the serialized model proto.
 typedef int (*seqmix_sp_train_fn)(const char* text, size_t text_len, int64_t vocab_size, const char* newline_piece,
                                   char** model, size_t* model_len, char** error);
 // Loads a serialized model; *handle receives a processor to pass to encode, decode, size and release.
@@ -25,5 +25,7 @@ typedef int (*seqmix_sp_encode_fn)(void* handle, const char* text, size_t text_l
 typedef int (*seqmix_sp_decode_fn)(void* handle, const int32_t* ids, size_t count, char** text, size_t* text_len,
                                    char** error);
 typedef int64_t (*seqmix_sp_size_fn)(void* handle);
+// 1 when the model's vocabulary holds this piece (exactly, not through the unknown piece), else 0.
+typedef int (*seqmix_sp_has_piece_fn)(void* handle, const char* piece, size_t piece_len);
 typedef void (*seqmix_sp_release_fn)(void* handle);
 }
