@@ -11,6 +11,7 @@ namespace seqmix::cli {
 void add_eval_command(CLI::App& app, Action& action) {
   struct Args {
     std::string run, weights;
+    std::vector<std::string> task_options;
     int64_t step = -1;
     bool json = false;
     int threads = 0;
@@ -23,12 +24,15 @@ void add_eval_command(CLI::App& app, Action& action) {
                   "evaluate the run's model with the weights of this safetensors file instead of a checkpoint's (e.g. "
                   "safetensors.torch.save_file(model.state_dict(), path, metadata={'format': 'pt'}) from Python)")
       ->excludes(step);
+  sub->add_option("--task-option", a->task_options,
+                  "replace an option of the run's task spec, KEY=VALUE (repeatable), e.g. heldout=test to evaluate a "
+                  "fashion_mnist run on the test images instead of its validation split");
   sub->add_flag("--json", a->json, "print one JSON object");
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
   sub->callback([&action, a] {
     action = [a] {
       int64_t step = 0;
-      Run run = load_run(a->run, a->threads, a->step, step, a->weights);
+      Run run = load_run(a->run, a->threads, a->step, step, a->weights, a->task_options);
       const Metrics m = evaluate(*run.model, *run.task);
       if (a->json) {
         nlohmann::json j = {{"run", a->run}};

@@ -3,7 +3,10 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cmath>
 #include <ctime>
+#include <map>
+#include <set>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -11,6 +14,7 @@
 #include "commands.h"
 #include "seqmix/dist/communicator.h"
 #include "seqmix/dist/launcher.h"
+#include <nlohmann/json.hpp>
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/config.h"
 #include "seqmix/io/error.h"
@@ -34,7 +38,16 @@ struct TrainArgs {
   std::optional<int> rank, world_size;             // for file://
   int dist_timeout = 300;                          // seconds
   std::optional<std::string> dist_backend;         // gloo (default) or nccl
+  std::string match_params, match_option = "model.dim";  // --match-params REF: solve match_option to REF's size
+  std::string match_report;                         // what --match-params chose, printed with the header
+  std::vector<int64_t> seeds;                       // --seeds: one run per seed, tabulated
 };
+
+std::string join_seeds(const std::vector<int64_t>& seeds) {
+  std::string out;
+  for (int64_t s : seeds) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
 
 std::string default_run_dir(const std::string& task_spec) {
   const std::time_t now = std::time(nullptr);
@@ -63,8 +76,9 @@ int report(const Run& run, const TrainSummary& s) {
 
 // The configuration of the run to train: a new one from the arguments, or a run directory's config.yaml
 // (--resume). `dir` gets the run directory.
-Config run_configuration(const TrainArgs& a, std::string& dir) {
+Config run_configuration(TrainArgs& a, std::string& dir) {
   if (!a.resume.empty()) {
+    if (!a.match_params.empty()) throw Error("--match-params sizes a new run; a resumed run keeps its config.yaml");
     bool only_threads_and_steps = true;
     for (const auto& [key, value] : a.flag_values) only_threads_and_steps &= key == "threads" || key == "train.steps";
     if (!a.config_file.empty() || !a.overrides.empty() || !a.mixers.empty() || !a.out.empty() || !only_threads_and_steps)
@@ -82,6 +96,8 @@ Config run_configuration(const TrainArgs& a, std::string& dir) {
   for (const auto& [key, value] : a.flag_values) config.set(key, value, "command line");
   if (!a.mixers.empty()) config.set("mixer", join_list(a.mixers), "command line");
   for (const auto& o : a.overrides) config.apply_override(o);
+  // The chosen value lands in config.yaml; the reference is only printed.
+  if (!a.match_params.empty()) a.match_report = match_parameters(config, a.match_params, a.match_option);
   // Recorded as an absolute path and step, so a resume loads the same weights from any directory.
   if (!config.text("init_from").empty())
     config.set("init_from", resolve_init_from(config.text("init_from")), "the run folder");
@@ -145,7 +161,7 @@ void extend_run(const std::string& dir, int64_t steps) {
 
 // --nproc N: checks the run and writes its directory once, then starts N workers that continue it
 // (`train --resume DIR`: a run with no checkpoint starts at step 0) as one data-parallel job.
-int launch_workers(const TrainArgs& a) {
+int launch_workers(TrainArgs& a) {
   if (!a.dist_init.empty() || dist::launched_distributed())
     throw Error("--nproc starts its own workers; leave out --dist-init, and do not combine it with torchrun");
   if (a.rank || a.world_size) throw Error("--rank and --world-size belong to --dist-init file://PATH, not --nproc");
@@ -196,8 +212,80 @@ void share_cores(const Config& config, const dist::Communicator& communicator) {
   set_threads(std::max(1, cores / communicator.local_world_size()));
 }
 
-int run_train(const TrainArgs& a) {
+// --seeds S1,S2,...: one run per seed in OUT/seed-S (a finished one is read back, an unfinished one resumed), then
+// the final metrics of each and their mean and sample standard deviation, printed and written to OUT/seeds.json.
+int run_seeds(TrainArgs& a) {
+  if (!a.resume.empty() || a.nproc > 0 || !a.dist_init.empty() || a.flag_values.count("seed"))
+    throw Error("--seeds runs one training per seed into OUT/seed-S; leave out --resume, --nproc, --dist-init and "
+                "--seed (rerun the same command to continue unfinished seeds)");
+  std::set<int64_t> distinct(a.seeds.begin(), a.seeds.end());
+  if (distinct.size() != a.seeds.size()) throw Error("--seeds lists a seed twice");
+  std::string base;
+  const Config config = run_configuration(a, base);
+  fs::create_directories(base);
+  std::string metric;
+  std::map<std::string, std::vector<double>> values;  // metric -> one value per seed
+  nlohmann::json runs = nlohmann::json::object();
+  for (const int64_t seed : a.seeds) {
+    const std::string dir = (fs::path(base) / ("seed-" + std::to_string(seed))).string();
+    const fs::path summary_path = fs::path(dir) / "summary.json";
+    if (!fs::exists(summary_path)) {
+      const bool resume = fs::exists(fs::path(dir) / "config.yaml");
+      Config c = resume ? run_directory_config(dir, "") : config;
+      if (!resume) c.set("seed", std::to_string(seed), "--seeds");
+      if (resume && a.flag_values.count("threads")) c.set("threads", a.flag_values.at("threads"), "command line");
+      Run run = build_run(c, dir);
+      if (!resume) {
+        prepare_new_run(run);
+        fs::create_directories(dir);
+      }
+      const RunFolderLock lock(dir);
+      if (!resume) start_run_directory(c, run, dir);
+      run.train.resume = resume;
+      install_stop_signals();
+      print_header(run, dir);
+      if (!a.match_report.empty()) std::printf("matched  %s\n", a.match_report.c_str());
+      const TrainSummary summary = train(*run.model, *run.task, run.train);
+      if (summary.stopped_by_signal != 0) {
+        std::fprintf(stderr, "train: stopped by %s after step %lld of seed %lld; rerun the same command to continue\n",
+                     summary.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                     static_cast<long long>(summary.steps_done), static_cast<long long>(seed));
+        return 128 + summary.stopped_by_signal;
+      }
+      report(run, summary);
+    } else {
+      std::printf("seed %lld: finished earlier (%s)\n", static_cast<long long>(seed), dir.c_str());
+    }
+    nlohmann::json s;
+    try {
+      s = nlohmann::json::parse(read_file(summary_path.string()));
+      for (auto it = s.at("final").begin(); it != s.at("final").end(); ++it) values[it.key()].push_back(it->get<double>());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("run " + dir + ": summary.json is not a run summary (" + std::string(e.what()) + ")");
+    }
+    runs[std::to_string(seed)] = s.at("final");
+  }
+  nlohmann::json table = {{"seeds", a.seeds}, {"runs", runs}, {"mean", nlohmann::json::object()},
+                          {"std", nlohmann::json::object()}};
+  std::printf("\n%-16s %s over seeds %s (mean ± sample std)\n", "metric", "value", join_seeds(a.seeds).c_str());
+  for (const auto& [name, v] : values) {
+    if (v.size() != a.seeds.size()) continue;  // a metric not every run reported
+    double mean = 0, var = 0;
+    for (double x : v) mean += x / static_cast<double>(v.size());
+    for (double x : v) var += (x - mean) * (x - mean);
+    const double std = v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0;
+    table["mean"][name] = mean;
+    table["std"][name] = std;
+    std::printf("%-16s %.4f ± %.4f\n", name.c_str(), mean, std);
+  }
+  write_file_atomically((fs::path(base) / "seeds.json").string(), table.dump(2) + "\n");
+  std::printf("wrote %s\n", (fs::path(base) / "seeds.json").string().c_str());
+  return 0;
+}
+
+int run_train(TrainArgs& a) {
   if (a.dist_timeout < 1) throw Error("--dist-timeout must be at least 1 second");
+  if (!a.seeds.empty()) return run_seeds(a);
   if (a.nproc > 0) return launch_workers(a);
   const auto communicator = join_job(a);
   const bool rank0 = !communicator || communicator->rank() == 0;
@@ -228,6 +316,7 @@ int run_train(const TrainArgs& a) {
   if (communicator) share_cores(config, *communicator);
   if (!resume && !restarted && rank0) start_run_directory(config, run, dir);
   if (rank0) print_header(run, dir);
+  if (rank0 && !a.match_report.empty()) std::printf("matched  %s\n", a.match_report.c_str());
   if (rank0 && !run.train.init_from.empty()) std::printf("init     %s\n", run.train.init_from.c_str());
   const TrainSummary summary = train(*run.model, *run.task, run.train);
   if (summary.stopped_by_signal != 0) {
@@ -281,6 +370,16 @@ void add_train_command(CLI::App& app, Action& action) {
                   "torch ships NCCL, never run here: docs/distributed.md)");
   sub->add_option("--dist-timeout", a->dist_timeout,
                   "seconds a worker waits for the others (joining, every collective) before it gives up (default 300)");
+  sub->add_option("--seeds", a->seeds,
+                  "train once per seed (e.g. 0,1,2) into OUT/seed-S and tabulate the final metrics (mean ± sample std) "
+                  "in OUT/seeds.json; rerunning continues unfinished seeds")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--match-params", a->match_params,
+                  "size this run to a reference's parameter count within 0.5%: REF is a config file or mixer spec(s) "
+                  "replacing --mixer; solves --match-option and prints the value chosen");
+  sub->add_option("--match-option", a->match_option,
+                  "the integer option --match-params solves: model.<key> (default model.dim) or mixer.<key>");
   sub->add_flag_callback(
       "--skip-nonfinite", [a] { a->flag_values["train.skip_nonfinite"] = "true"; },
       "skip and count steps whose loss or gradient is NaN or Inf instead of stopping [config key train.skip_nonfinite]");

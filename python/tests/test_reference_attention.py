@@ -63,6 +63,20 @@ def rerandomise(mixer, generator):
             p.copy_(value)
 
 
+def shrink_normalisers(D):
+    """A weight adjustment under which every normaliser of a width-D linear-attention or GLA layer is below eps:
+    q's bias pushed far negative (phi(q) = eps in every feature), k's bias zeroed and its weights made small (but
+    still with gradients)."""
+
+    def adjust(params):
+        with torch.no_grad():
+            params["qkv.bias"][:D].fill_(-10.0)
+            params["qkv.bias"][D:2 * D].zero_()
+            params["qkv.weight"][D:2 * D].mul_(0.01)
+
+    return adjust
+
+
 class ReferenceCase(unittest.TestCase):
     def compare(self, spec, reference, options, dim, T, seed=0, max_len=32, adjust=None):
         """The C++ mixer `spec` against reference(x, weights, **options): output and every gradient. `adjust`
@@ -170,12 +184,7 @@ class LinearAttention(ReferenceCase):
         keys made small, so every normaliser eps * sum_j sum_f phi(k_j)_f is below eps (at most 0.6 eps here) and the
         read is numerator / eps."""
         D = 20
-
-        def small_normalisers(params):
-            with torch.no_grad():
-                params["qkv.bias"][:D].fill_(-10.0)           # q: phi(q) = eps
-                params["qkv.bias"][D:2 * D].zero_()           # k: small, but still with gradients
-                params["qkv.weight"][D:2 * D].mul_(0.01)
+        small_normalisers = shrink_normalisers(D)
 
         for causal in (1, 0):
             spec = f"linear:heads=2,feature=relu,eps=0.001,rope=0,causal={causal},impl=naive"
@@ -211,12 +220,7 @@ class GatedLinearAttention(ReferenceCase):
         """The floor max(normaliser, eps) binding, as for linear attention: phi(q) = eps in every feature and small
         keys, so every decayed normaliser is below eps."""
         D = 20
-
-        def small_normalisers(params):
-            with torch.no_grad():
-                params["qkv.bias"][:D].fill_(-10.0)           # q: phi(q) = eps
-                params["qkv.bias"][D:2 * D].zero_()           # k: small, but still with gradients
-                params["qkv.weight"][D:2 * D].mul_(0.01)
+        small_normalisers = shrink_normalisers(D)
 
         for impl in ("fused", "naive"):
             for per_key in (0, 1):

@@ -9,29 +9,51 @@
 #include "seqmix/models/language_model.h"
 #include "seqmix/models/probe_model.h"
 #include "seqmix/models/registry.h"
+#include "seqmix/models/vit.h"
 
 namespace seqmix {
 namespace {
 
+// The options every model on the block stack shares: width, depth, channel mixer, norm, residual scheme.
+std::vector<OptionInfo> stack_options(int64_t dim, int64_t layers, const char* channel, const char* channel_meaning,
+                                      const char* norm, const char* norm_meaning) {
+  return {OptionInfo::integer("dim", dim, "model width", 2), OptionInfo::integer("layers", layers, "number of blocks", 1),
+          OptionInfo::text("channel", channel, channel_meaning),
+          OptionInfo::choice("norm", norm, {"rms", "layer"}, norm_meaning),
+          OptionInfo::text("residual", "prenorm", "residual scheme")};
+}
+
+// Those options, read into the stack's settings.
+void read_stack_options(const Options& o, LanguageModelOptions& stack) {
+  stack.dim = o.integer("dim");
+  stack.layers = o.integer("layers");
+  stack.channel_mixer = o.text("channel");
+  stack.norm = o.text("norm");
+  stack.residual = o.text("residual");
+}
+
+std::vector<OptionInfo> operator+(std::vector<OptionInfo> a, const std::vector<OptionInfo>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 ComponentInfo autoencoder_info() {
   return {"autoencoder",
           "MAD's compression backbone: the block stack encodes, its last position is decoded per position by an MLP",
-          {OptionInfo::integer("dim", 128, "model width", 2), OptionInfo::integer("layers", 2, "number of blocks", 1),
-           OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
-           OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers of the encoder"),
-           OptionInfo::text("residual", "prenorm", "residual scheme")}};
+          stack_options(128, 2, "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none",
+                        "rms", "normalisation layers of the encoder")};
 }
 
 ComponentInfo forecaster_info() {
   return {"forecaster",
           "time-series forecaster: instance-normalised windows, the block stack over time steps, a Linear from the "
           "last position to every forecast",
-          {OptionInfo::integer("dim", 64, "model width", 2), OptionInfo::integer("layers", 2, "number of blocks", 1),
-           OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec) or none"),
-           OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers"),
-           OptionInfo::text("residual", "prenorm", "residual scheme"),
-           OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding"),
-           OptionInfo::flag("instance_norm", true, "normalise each window per channel and undo it on the forecast (RevIN)")}};
+          stack_options(64, 2, "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec) or none", "rms",
+                        "normalisation layers") +
+              std::vector<OptionInfo>{
+                  OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding"),
+                  OptionInfo::flag("instance_norm", true,
+                                   "normalise each window per channel and undo it on the forecast (RevIN)")}};
 }
 
 ComponentInfo dlinear_info() {
@@ -39,6 +61,16 @@ ComponentInfo dlinear_info() {
           "DLinear: moving-average trend + seasonal remainder, one Linear over time each, shared by the channels "
           "(takes no mixer)",
           {OptionInfo::integer("kernel", 25, "moving-average window (odd)", 1)}};
+}
+
+ComponentInfo vit_info() {
+  return {"vit",
+          "ViT-style image classifier: patch tokens with learned positions, the block stack with bidirectional "
+          "mixers, mean over the patches, a Linear head to the classes",
+          stack_options(64, 4, "mlp", "channel mixer of every block: mlp (ViT's), swiglu, moe (a spec) or none", "layer",
+                        "normalisation layers (ViT's: layer)") +
+              std::vector<OptionInfo>{
+                  OptionInfo::real("dropout", 0.0, "dropout on the patch embeddings while training", 0.0, 0.999999)}};
 }
 
 // Models that forecast [B, horizon, C] from a window; every other model emits per input position.
@@ -52,7 +84,7 @@ const std::vector<ComponentInfo>& model_infos() {
   static const std::vector<ComponentInfo> infos = {
       language_model_info(), autoencoder_info(),
       {"probe", "one sequence mixer on the raw inputs, read at the last position (no embedding, no MLP)", {}},
-      forecaster_info(), dlinear_info()};
+      forecaster_info(), dlinear_info(), vit_info()};
   return infos;
 }
 
@@ -87,25 +119,25 @@ SequenceModel build_model(const std::string& spec, const ModelContext& c) {
     apply_model_spec(spec, lm);
     return std::make_shared<LanguageModelImpl>(lm);
   }
+  if (name == "vit") {
+    if (c.input_features <= 0 || c.output_features < 2 || c.vocab_size > 0)
+      throw Error("model vit classifies images: it needs an image task (e.g. fashion_mnist)");
+    lm.output_features = 0;
+    read_stack_options(o, lm);
+    lm.embedding_dropout = o.real("dropout");
+    return std::make_shared<VitImpl>(lm, c.output_features);
+  }
   if (name == "forecaster") {
     if (c.output_features != c.input_features) throw Error("model forecaster: the task must forecast the channels it reads");
     ForecasterOptions f;
     f.stack = lm;
-    f.stack.dim = o.integer("dim");
-    f.stack.layers = o.integer("layers");
-    f.stack.channel_mixer = o.text("channel");
-    f.stack.norm = o.text("norm");
-    f.stack.residual = o.text("residual");
+    read_stack_options(o, f.stack);
     f.stack.position = o.text("pos");
     f.horizon = c.output_len;
     f.instance_norm = o.flag("instance_norm");
     return std::make_shared<ForecasterImpl>(f);
   }
-  lm.dim = o.integer("dim");
-  lm.layers = o.integer("layers");
-  lm.channel_mixer = o.text("channel");
-  lm.norm = o.text("norm");
-  lm.residual = o.text("residual");
+  read_stack_options(o, lm);
   return std::make_shared<AutoEncoderImpl>(lm, c.seq_len);
 }
 

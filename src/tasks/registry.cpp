@@ -4,6 +4,7 @@
 
 #include "seqmix/io/error.h"
 #include "seqmix/tasks/argmax.h"
+#include "seqmix/tasks/fashion_mnist.h"
 #include "seqmix/tasks/mad/fuzzy_recall.h"
 #include "seqmix/tasks/mad/recall.h"
 #include "seqmix/tasks/mad/token_tasks.h"
@@ -198,6 +199,25 @@ const std::vector<TaskEntry>& task_entries() {
          a.num_test = o.integer("num_test");
          a.seed = seed_of(o);
          return std::make_unique<ArgmaxTask>(a, o.resolved());
+       }},
+      {{"fashion_mnist",
+        "Fashion-MNIST image classification: 28x28 images as sequences of patches, 10 classes (Debian's "
+        "dataset-fashion-mnist)",
+        {OptionInfo::text("path", FashionMnistOptions{}.path, "folder of the four IDX files (.gz or not)"),
+         OptionInfo::integer("patch", 4, "patch side: an image is (28/patch)^2 tokens of patch^2 pixels", 1, 28),
+         train_size(55000), OptionInfo::integer("num_val", 5000, "training images held out for validation", 1, 59999),
+         OptionInfo::choice("heldout", "val", {"val", "test"},
+                            "the held-out set evaluations use: the validation split or the 10,000 test images"),
+         seed()}},
+       [](const Options& o) -> std::unique_ptr<Task> {
+         FashionMnistOptions f;
+         f.path = o.text("path");
+         f.patch = o.integer("patch");
+         f.num_train = o.integer("num_train");
+         f.num_val = o.integer("num_val");
+         f.heldout = o.text("heldout");
+         f.seed = seed_of(o);
+         return std::make_unique<FashionMnistTask>(f, o.resolved());
        }},
       {{"ett", "multivariate time-series forecasting on a CSV table (ETT), Informer's split and z-scoring",
         {OptionInfo::text("path", "../shared/data/ett/ETTh1.csv", "CSV file with a header (a 'date' column is skipped)"),

@@ -31,6 +31,17 @@ std::string primary_metric(const fs::path& run) {
   return "accuracy";
 }
 
+// The legend name of run r: its folder's name, or parent/name when another run's folder has the same name (the
+// seed-0 folders of `train --seeds` runs of several mixers).
+std::string series_name(const std::vector<std::string>& run_dirs, size_t r) {
+  auto last = [](const fs::path& p) { return p.filename().empty() ? p.parent_path() : p; };
+  const fs::path run = last(fs::path(run_dirs[r]));
+  for (size_t other = 0; other < run_dirs.size(); ++other)
+    if (other != r && last(fs::path(run_dirs[other])).filename() == run.filename())
+      return (run.parent_path().filename() / run.filename()).string();
+  return run.filename().string();
+}
+
 // What gnuplot said, on one line: its messages about the script ("<script>" line N: ...) and the system errors
 // under them, without the echoed script line; otherwise its last line, or its exit status.
 std::string gnuplot_messages(const std::string& err, const std::string& script_path, int status) {
@@ -66,7 +77,7 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
     const fs::path run(run_dirs[r]);
     const fs::path log = run / "metrics.jsonl";
     if (!fs::exists(log)) throw Error("plot: " + log.string() + " does not exist");
-    const std::string name = run.filename().empty() ? run.parent_path().filename().string() : run.filename().string();
+    const std::string name = series_name(run_dirs, r);
     const std::string m = metric.empty() ? primary_metric(run) : metric;
     if ((", " + metric_label + ", ").find(", " + m + ", ") == std::string::npos)  // each metric named once
       metric_label += (metric_label.empty() ? "" : ", ") + m;

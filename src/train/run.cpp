@@ -3,6 +3,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
 #include <filesystem>
 
 #include "seqmix/io/error.h"
@@ -47,36 +50,57 @@ std::vector<OptionInfo> run_config_schema() {
   };
 }
 
+namespace {
+
+// The model config describes for task, seeded with config's seed: its model and mixer specs are resolved into
+// config (the task's default model when it names none), and model_spec and mixers get them.
+SequenceModel build_configured_model(Config& config, const Task& task, std::string& model_spec,
+                                     std::vector<MixerSpec>& mixers) {
+  model_spec = config.text("model").empty() ? task.default_model() : config.text("model");
+  config.set("model", component_options(model_infos(), "model", model_spec).resolved(), "config");
+  model_spec = config.text("model");
+  mixers.clear();
+  if (model_takes_mixers(model_spec)) {
+    for (const auto& m : config.list("mixer")) mixers.push_back(parse_mixer_spec(m));
+    config.set("mixer", join_list(resolved_texts(mixers)), "config");
+  } else {
+    // The default mixer is dropped; one the user names would do nothing, so it is an error.
+    const std::vector<std::string> given = config.list("mixer");
+    if (config.was_set("mixer") && given != std::vector<std::string>{"none"})
+      throw Error("model " + Spec::parse(model_spec).name + " takes no sequence mixer; leave out --mixer (got " +
+                  join(given) + ")");
+    config.set("mixer", "none", "config");
+  }
+  torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
+  ModelContext c;
+  c.vocab_size = task.vocab_size();
+  c.input_features = task.input_features();
+  c.output_features = task.output_features();
+  c.seq_len = task.seq_len();
+  c.output_len = task.output_len();
+  c.mixers = mixers;
+  return build_model(model_spec, c);
+}
+
+// spec with option key set to value (added when absent).
+std::string with_option(const std::string& spec_text, const std::string& key, const std::string& value) {
+  Spec spec = Spec::parse(spec_text);
+  bool found = false;
+  for (auto& [k, v] : spec.options)
+    if (k == key) v = value, found = true;
+  if (!found) spec.options.emplace_back(key, value);
+  return spec.str();
+}
+
+}  // namespace
+
 Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> task) {
   set_threads(static_cast<int>(config.integer("threads")));
   Run run;
   run.task = task ? std::move(task) : build_task(config.text("task"));
   config.set("task", run.task->resolved_spec(), "config");
   for (const auto& [key, value] : run.task->training_defaults()) config.set_default(key, value, "task " + run.task->name());
-  run.model_spec = config.text("model").empty() ? run.task->default_model() : config.text("model");
-  config.set("model", component_options(model_infos(), "model", run.model_spec).resolved(), "config");
-  run.model_spec = config.text("model");
-  if (model_takes_mixers(run.model_spec)) {
-    for (const auto& m : config.list("mixer")) run.mixers.push_back(parse_mixer_spec(m));
-    config.set("mixer", join_list(resolved_texts(run.mixers)), "config");
-  } else {
-    // The default mixer is dropped; one the user names would do nothing, so it is an error.
-    const std::vector<std::string> given = config.list("mixer");
-    if (config.was_set("mixer") && given != std::vector<std::string>{"none"})
-      throw Error("model " + Spec::parse(run.model_spec).name + " takes no sequence mixer; leave out --mixer (got " +
-                  join(given) + ")");
-    config.set("mixer", "none", "config");
-  }
-
-  torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
-  ModelContext c;
-  c.vocab_size = run.task->vocab_size();
-  c.input_features = run.task->input_features();
-  c.output_features = run.task->output_features();
-  c.seq_len = run.task->seq_len();
-  c.output_len = run.task->output_len();
-  c.mixers = run.mixers;
-  run.model = build_model(run.model_spec, c);
+  run.model = build_configured_model(config, *run.task, run.model_spec, run.mixers);
 
   TrainConfig& t = run.train;
   t.steps = config.integer("train.steps");
@@ -123,9 +147,17 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
   return config;
 }
 
-Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded, const std::string& weights) {
+Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded, const std::string& weights,
+             const std::vector<std::string>& task_options) {
   Config config = run_directory_config(run_dir, "");
   config.set("threads", std::to_string(threads), "command line");
+  for (const std::string& assignment : task_options) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--task-option '" + assignment + "' must be KEY=VALUE (e.g. heldout=test)");
+    config.set("task", with_option(config.text("task"), assignment.substr(0, eq), assignment.substr(eq + 1)),
+               "--task-option");
+  }
   Run run = build_run(config, "");
   if (!weights.empty()) {
     load_model_weights(weights, *run.model);
@@ -178,6 +210,107 @@ void load_init_from(const std::string& resolved, torch::nn::Module& model) {
   } catch (const Error& e) {
     throw Error("init_from " + resolved + ": " + e.what());
   }
+}
+
+namespace {
+
+// The parameter count of the model config describes for task (the task's training defaults applied first).
+int64_t parameter_count_of(Config config, const Task& task) {
+  for (const auto& [key, value] : task.training_defaults()) config.set_default(key, value, "task " + task.name());
+  std::string model_spec;
+  std::vector<MixerSpec> mixers;
+  return build_configured_model(config, task, model_spec, mixers)->parameter_count();
+}
+
+std::string thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string match_parameters(Config& config, const std::string& reference, const std::string& option) {
+  namespace fs = std::filesystem;
+  const bool model_option = option.rfind("model.", 0) == 0, mixer_option = option.rfind("mixer.", 0) == 0;
+  if ((!model_option && !mixer_option) || option.size() <= 6)
+    throw Error("--match-option " + option + ": name model.<key> or mixer.<key> (e.g. model.dim, mixer.value_dim)");
+  const std::string key = option.substr(6);
+  std::unique_ptr<Task> task = build_task(config.text("task"));
+
+  // The reference's parameter count: a config file's run, or this run with the reference's mixer spec(s).
+  int64_t target = 0;
+  std::error_code ec;
+  if (fs::is_regular_file(reference, ec)) {
+    Config ref(run_config_schema());
+    ref.merge_yaml_file(reference);
+    target = ref.text("task") == config.text("task") ? parameter_count_of(ref, *task)
+                                                      : parameter_count_of(ref, *build_task(ref.text("task")));
+  } else {
+    Config ref = config;
+    ref.set("mixer", reference, "--match-params");
+    target = parameter_count_of(ref, *task);
+  }
+
+  // This run with option = value; its parameter count, or nothing when that value builds no model.
+  auto with_value = [&](int64_t value) {
+    Config c = config;
+    const std::string text = std::to_string(value);
+    if (model_option) {
+      const std::string model = c.text("model").empty() ? task->default_model() : c.text("model");
+      c.set("model", with_option(model, key, text), "--match-params");
+    } else {
+      std::vector<std::string> mixers;
+      for (const auto& m : c.list("mixer")) mixers.push_back(with_option(m, key, text));
+      c.set("mixer", join_list(mixers), "--match-params");
+    }
+    return c;
+  };
+  std::string first_failure;
+  auto count = [&](int64_t value) -> std::optional<int64_t> {
+    try {
+      return parameter_count_of(with_value(value), *task);
+    } catch (const Error& e) {
+      if (first_failure.empty()) first_failure = e.what();
+      return std::nullopt;
+    }
+  };
+  // The first value >= from that builds a model, within a window (widths must often divide by a head count).
+  constexpr int64_t kWindow = 64, kLargest = 1 << 16;
+  auto buildable_from = [&](int64_t from) -> std::optional<std::pair<int64_t, int64_t>> {
+    for (int64_t v = from; v < from + kWindow && v <= kLargest; ++v)
+      if (auto n = count(v)) return std::make_pair(v, *n);
+    return std::nullopt;
+  };
+  // Parameters grow with a width-like option: double until the count reaches the reference, then bisect.
+  std::optional<std::pair<int64_t, int64_t>> below, above;
+  for (int64_t v = 1; v <= kLargest && !above; v *= 2) {
+    auto b = buildable_from(v);
+    if (!b) continue;
+    (b->second >= target ? above : below) = b;
+  }
+  if (!above && !below)
+    throw Error("--match-option " + option + ": no value from 1 to " + std::to_string(kLargest) +
+                " builds a model (" + first_failure + ")");
+  while (below && above && above->first - below->first > 1) {
+    auto mid = buildable_from(below->first + (above->first - below->first) / 2);
+    if (!mid || mid->first >= above->first) break;
+    (mid->second >= target ? above : below) = mid;
+  }
+  const auto best = !below ? *above : !above ? *below
+                    : (above->second - target <= target - below->second ? *above : *below);
+  const double relative = static_cast<double>(best.second - target) / static_cast<double>(target);
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%+.2f%%", 100.0 * relative);
+  const std::string chose = option + "=" + std::to_string(best.first) + " gives " + thousands(best.second) +
+                            " parameters, the reference " + reference + " " + thousands(target) + " (" + percent + ")";
+  if (std::abs(relative) > 0.005)
+    throw Error("--match-params: cannot match within 0.5%: " + chose + "; choose another --match-option");
+  config = with_value(best.first);
+  return chose;
 }
 
 }  // namespace seqmix

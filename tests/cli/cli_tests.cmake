@@ -139,6 +139,25 @@ add_test(NAME cli.run_folder_travels
                  ${CMAKE_CURRENT_SOURCE_DIR}/data/run_format1)
 set_tests_properties(cli.run_folder_travels PROPERTIES LABELS fast TIMEOUT 300)
 
+# --seeds: one run per seed and the table; --match-params: the value it solves (parameter counts are exact).
+set(SEQMIX_TINY_RECALL mad.in_context_recall:seq_len=16,num_train=64,num_test=16)
+add_test(NAME cli.seeds_tabulate
+         COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer softmax:heads=2 --model lm:dim=16 --steps 4 --eval-every 2 --threads 1 --seeds 0,1,2 --out \"$1\" && \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer softmax:heads=2 --model lm:dim=16 --steps 4 --eval-every 2 --threads 1 --seeds 0,1,2 --out \"$1\" && cat \"$1/seeds.json\""
+                 $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/seeds)
+set_tests_properties(cli.seeds_tabulate PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "seed 2: finished earlier.*accuracy +[0-9.]+ ± [0-9.]+.*\"std\": {")
+add_test(NAME cli.match_params_solves_an_option
+         COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer gla --match-params fem:prior=softmax --match-option mixer.heads --steps 1 --eval-every 0 --threads 1 --out \"$1\" && grep -q gla:heads=32 \"$1/config.yaml\""
+                 $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/match_params)
+set_tests_properties(cli.match_params_solves_an_option PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "matched  mixer.heads=32 gives 415,440 parameters, the reference fem:prior=softmax 414,648 \\(\\+0.19%\\)")
+seqmix_cli_error(match_params_out_of_reach "cannot match within 0.5%: model.dim=127 gives 411,445 parameters, the reference softmax 407,184 \\(\\+1.05%\\); choose another --match-option"
+                 train --task ${SEQMIX_TINY_RECALL} --mixer fem:prior=softmax --match-params softmax --steps 1 --out ${SEQMIX_CLI_TMP}/match_x1)
+seqmix_cli_error(match_option_malformed "--match-option dim: name model.<key> or mixer.<key>"
+                 train --task ${SEQMIX_TINY_RECALL} --match-params softmax --match-option dim --steps 1 --out ${SEQMIX_CLI_TMP}/match_x2)
+seqmix_cli_error(eval_task_option_malformed "--task-option 'heldout' must be KEY=VALUE" eval --run ${SEQMIX_TINY_RUN} --task-option heldout)
+set_tests_properties(cli.eval_task_option_malformed PROPERTIES FIXTURES_REQUIRED tiny_run)
+
 # The README's main job (its first command's `./build/seqmix train`) reaches what the README says: the 0.99 target.
 add_test(NAME readme.main_job
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --out \"$1\"" $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/readme_main_job)

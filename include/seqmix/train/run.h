@@ -40,8 +40,17 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
 // the model's tensors (load_model_weights: e.g. written by Python's safetensors.torch.save_file), the model takes
 // those instead of a checkpoint's and step_loaded is -1. Throws Error when the directory has no config.yaml or
 // no checkpoint, or the weights are not a seqmix checkpoint of this model.
+// task_options ("KEY=VALUE", e.g. heldout=test) replace options of the run's task spec (`seqmix eval --task-option`).
 Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded,
-             const std::string& weights = "");
+             const std::string& weights = "", const std::vector<std::string>& task_options = {});
+
+// `seqmix train --match-params REF [--match-option KEY]`: sets the integer option KEY of config (model.<key>, e.g.
+// the default model.dim, or mixer.<key> on every mixer) to the value whose model's parameter count is closest to the
+// reference's: REF is a config file (its run's model) or mixer spec(s) that replace this run's mixers. Parameters
+// grow with a width-like option, so the value is found by doubling then bisection over the values that build a
+// model. Returns what it chose ("model.dim=72 gives 401,234 parameters, the reference ... 400,890 (+0.09%)");
+// throws Error saying so when the closest is more than 0.5% away.
+std::string match_parameters(Config& config, const std::string& reference, const std::string& option);
 
 // init_from (`seqmix train --init-from`): the value as a new run records it, so a resume loads the same weights from
 // any directory: a run folder as ABSOLUTE_PATH@STEP (its latest checkpoint's step unless RUN@STEP names one), a
