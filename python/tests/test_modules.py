@@ -96,11 +96,12 @@ class EveryRegistryEntry(unittest.TestCase):
         tokens = dict(vocab_size=20, seq_len=T)
         features = dict(input_features=4, output_features=4, seq_len=T)
         sizes = {"lm": tokens, "autoencoder": tokens, "probe": features, "forecaster": dict(features, output_len=3),
-                 "dlinear": dict(features, output_len=3)}
+                 "dlinear": dict(features, output_len=3), "vit": dict(input_features=4, output_features=10, seq_len=T)}
         self.assertEqual(set(sizes), {m["name"] for m in seqmix.registry()["models"]})
         for name, size in sizes.items():
             with self.subTest(model=name):
-                model = seqmix.Model(name, [] if name == "dlinear" else ["softmax:heads=2"], **size)
+                mixers = [] if name == "dlinear" else ["softmax:heads=2,causal=0"] if name == "vit" else ["softmax:heads=2"]
+                model = seqmix.Model(name, mixers, **size)
                 inputs = torch.randint(0, 20, (2, T)) if "vocab_size" in size else torch.randn(2, T, 4)
                 out = model(inputs)
                 self.assertTrue(torch.isfinite(out).all())
