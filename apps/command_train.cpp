@@ -105,7 +105,6 @@ Config run_configuration(TrainArgs& a, std::string& dir) {
   return config;
 }
 
-// A new run's model takes the weights it starts from (checked here, before the run folder is written).
 // What a new run checks beyond its specs before its folder is written: that a step fits in memory, and the weights
 // it starts from (which its model takes).
 void prepare_new_run(const Run& run) {
@@ -218,11 +217,19 @@ int run_seeds(TrainArgs& a) {
   if (!a.resume.empty() || a.nproc > 0 || !a.dist_init.empty() || a.flag_values.count("seed"))
     throw Error("--seeds runs one training per seed into OUT/seed-S; leave out --resume, --nproc, --dist-init and "
                 "--seed (rerun the same command to continue unfinished seeds)");
+  if (a.out.empty()) throw Error("--seeds needs --out DIR: the seeds' runs go to DIR/seed-S, and rerunning continues them");
   std::set<int64_t> distinct(a.seeds.begin(), a.seeds.end());
   if (distinct.size() != a.seeds.size()) throw Error("--seeds lists a seed twice");
   std::string base;
   const Config config = run_configuration(a, base);
-  fs::create_directories(base);
+  // The configuration the seeds share (threads aside), kept in DIR/seeds.yaml: a rerun must ask for the same one, or
+  // its seeds would be tabulated with runs of another configuration.
+  Config shared = config;
+  shared.set("threads", "0", "--seeds");
+  const fs::path shared_path = fs::path(base) / "seeds.yaml";
+  if (fs::exists(shared_path) && read_file(shared_path.string()) != shared.to_yaml())
+    throw Error("--out " + base + " holds the seeds of another configuration (" + shared_path.string() +
+                "); give the same flags as before, or another --out");
   std::string metric;
   std::map<std::string, std::vector<double>> values;  // metric -> one value per seed
   nlohmann::json runs = nlohmann::json::object();
@@ -236,8 +243,9 @@ int run_seeds(TrainArgs& a) {
       if (resume && a.flag_values.count("threads")) c.set("threads", a.flag_values.at("threads"), "command line");
       Run run = build_run(c, dir);
       if (!resume) {
-        prepare_new_run(run);
+        prepare_new_run(run);  // everything checked before DIR or DIR/seed-S is created
         fs::create_directories(dir);
+        if (!fs::exists(shared_path)) write_file_atomically(shared_path.string(), shared.to_yaml());
       }
       const RunFolderLock lock(dir);
       if (!resume) start_run_directory(c, run, dir);
@@ -245,6 +253,7 @@ int run_seeds(TrainArgs& a) {
       install_stop_signals();
       print_header(run, dir);
       if (!a.match_report.empty()) std::printf("matched  %s\n", a.match_report.c_str());
+      if (!run.train.init_from.empty()) std::printf("init     %s\n", run.train.init_from.c_str());
       const TrainSummary summary = train(*run.model, *run.task, run.train);
       if (summary.stopped_by_signal != 0) {
         std::fprintf(stderr, "train: stopped by %s after step %lld of seed %lld; rerun the same command to continue\n",
@@ -371,8 +380,8 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--dist-timeout", a->dist_timeout,
                   "seconds a worker waits for the others (joining, every collective) before it gives up (default 300)");
   sub->add_option("--seeds", a->seeds,
-                  "train once per seed (e.g. 0,1,2) into OUT/seed-S and tabulate the final metrics (mean ± sample std) "
-                  "in OUT/seeds.json; rerunning continues unfinished seeds")
+                  "train once per seed (e.g. 0,1,2) into OUT/seed-S (needs --out) and tabulate the final metrics (mean ± "
+                  "sample std) in OUT/seeds.json; rerunning the same command continues unfinished seeds")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--match-params", a->match_params,

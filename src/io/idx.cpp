@@ -73,9 +73,12 @@ IdxArray read_idx(const std::string& path, int64_t max_bytes) {
     a.sizes.push_back(static_cast<int64_t>(big_endian(size)));
     count *= static_cast<double>(a.sizes.back());
   }
-  if (count > static_cast<double>(max_bytes))
-    throw Error("IDX file " + path + " declares " + std::to_string(static_cast<int64_t>(count)) +
-                " values, more than the " + std::to_string(max_bytes) + " seqmix reads");
+  if (count > static_cast<double>(max_bytes)) {
+    char declared[64];
+    std::snprintf(declared, sizeof declared, "%.0f", count);  // may exceed any integer type
+    throw Error("IDX file " + path + " declares " + declared + " values, more than the " + std::to_string(max_bytes) +
+                " seqmix reads");
+  }
   a.values.resize(static_cast<size_t>(count));
   const size_t got = in.read(a.values.data(), a.values.size());
   if (got != a.values.size())

@@ -120,9 +120,7 @@ SequenceModel build_model(const std::string& spec, const ModelContext& c) {
     return std::make_shared<LanguageModelImpl>(lm);
   }
   if (name == "vit") {
-    if (c.input_features <= 0 || c.output_features < 2 || c.vocab_size > 0)
-      throw Error("model vit classifies images: it needs an image task (e.g. fashion_mnist)");
-    lm.output_features = 0;
+    if (c.vocab_size > 0) throw Error("model vit classifies images: it needs an image task (e.g. fashion_mnist)");
     read_stack_options(o, lm);
     lm.embedding_dropout = o.real("dropout");
     return std::make_shared<VitImpl>(lm, c.output_features);

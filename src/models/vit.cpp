@@ -10,7 +10,7 @@ namespace seqmix {
 VitImpl::VitImpl(LanguageModelOptions s, int64_t classes) : options_(std::move(s)) {
   LanguageModelOptions& o = options_;
   if (o.input_features < 1 || o.max_len < 1 || classes < 2)
-    throw Error("model vit: needs an image task (patches of pixels and at least two classes)");
+    throw Error("model vit classifies images: it needs an image task (e.g. fashion_mnist: patches of pixels, 10 classes)");
   o.vocab_size = 0;
   o.output_features = 0;
   o.output_head = false;

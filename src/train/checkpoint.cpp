@@ -153,7 +153,9 @@ std::string read_committed_file(const fs::path& dir, const std::string& where, c
   return bytes;
 }
 
-StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step) {
+// with_optimizer = false reads the record and the weights only (eval, generate, --init-from): the optimizer file is
+// neither needed nor checked.
+StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step, bool with_optimizer) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   StoredCheckpoint c;
   c.record_path = (dir / (step_name(step) + ".json")).string();
@@ -166,6 +168,7 @@ StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step
   }
   TrainerState& loaded = c.state;
   std::string weights_bytes, optimizer_bytes;
+  bool version1 = false;  // one file holds the weights and the optimizer state
   try {
     const std::string format = j.at("format").get<std::string>();
     if (format == kFormat1) {
@@ -176,6 +179,7 @@ StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step
                                           });
       c.weights_prefix = "model.";
       c.optimizer_prefix = "optimizer.";
+      version1 = true;
     } else if (format == kRecordFormat) {
       const int64_t version = j.at("version").get<int64_t>();
       if (version != kVersion)
@@ -187,7 +191,7 @@ StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step
                                    [&](const std::string& bytes) { return sha256_hex(bytes) == p.at("sha256").get<std::string>(); });
       };
       weights_bytes = part("weights", step_name(step) + ".safetensors");
-      optimizer_bytes = part("optimizer", step_name(step) + ".optimizer.safetensors");
+      if (with_optimizer) optimizer_bytes = part("optimizer", step_name(step) + ".optimizer.safetensors");
     } else {
       throw Error(where + " has an unknown format '" + format.substr(0, 40) + "'");
     }
@@ -211,10 +215,10 @@ StoredCheckpoint read_stored_checkpoint(const std::string& run_dir, int64_t step
   if (loaded.step != step) throw Error(where + " records step " + std::to_string(loaded.step) + ", not its own");
   c.weights_path = (dir / (step_name(step) + ".safetensors")).string();
   c.weights = parse_safetensors(weights_bytes, c.weights_path);
-  if (optimizer_bytes.empty()) {  // version 1: one file
+  if (version1) {
     c.optimizer = c.weights;
     c.optimizer_path = c.weights_path;
-  } else {
+  } else if (with_optimizer) {
     c.optimizer_path = (dir / (step_name(step) + ".optimizer.safetensors")).string();
     c.optimizer = parse_safetensors(optimizer_bytes, c.optimizer_path);
   }
@@ -311,20 +315,22 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
                      TrainerState& state, int64_t step) {
   const auto chosen = chosen_step(run_dir, step);
   if (!chosen) return false;
-  const StoredCheckpoint c = read_stored_checkpoint(run_dir, *chosen);
+  const StoredCheckpoint c = read_stored_checkpoint(run_dir, *chosen, optimizer != nullptr);
 
   // Check everything before changing anything.
   check_model_fits(c.weights, c.weights_path, c.weights_prefix, model);
   // A parameter's optimizer state is complete (both moments and a one-element step count) or absent.
-  for (const auto& p : model.named_parameters()) {
-    const std::string base = c.optimizer_prefix + p.key();
-    if (!c.optimizer.contains(base + ".exp_avg")) continue;
-    expect_tensor(c.optimizer, c.optimizer_path, base + ".exp_avg", p.value());
-    expect_tensor(c.optimizer, c.optimizer_path, base + ".exp_avg_sq", p.value());
-    if (!c.optimizer.contains(base + ".step") || c.optimizer.at(base + ".step").numel() != 1 ||
-        c.optimizer.at(base + ".step").scalar_type() != torch::kLong)
-      throw Error("checkpoint " + c.optimizer_path + " does not fit the model: '" + base +
-                  ".step' is missing or not one int64");
+  if (optimizer) {
+    for (const auto& p : model.named_parameters()) {
+      const std::string base = c.optimizer_prefix + p.key();
+      if (!c.optimizer.contains(base + ".exp_avg")) continue;
+      expect_tensor(c.optimizer, c.optimizer_path, base + ".exp_avg", p.value());
+      expect_tensor(c.optimizer, c.optimizer_path, base + ".exp_avg_sq", p.value());
+      if (!c.optimizer.contains(base + ".step") || c.optimizer.at(base + ".step").numel() != 1 ||
+          c.optimizer.at(base + ".step").scalar_type() != torch::kLong)
+        throw Error("checkpoint " + c.optimizer_path + " does not fit the model: '" + base +
+                    ".step' is missing or not one int64");
+    }
   }
   const std::string rng_bytes = from_hex(c.rng_hex, "checkpoint " + c.record_path);
   auto rng = torch::empty({static_cast<int64_t>(rng_bytes.size())}, torch::kByte);
@@ -357,7 +363,7 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 int64_t load_checkpoint_weights(const std::string& run_dir, torch::nn::Module& model, int64_t step) {
   const auto chosen = chosen_step(run_dir, step);
   if (!chosen) throw Error("run " + run_dir + " has no checkpoint");
-  const StoredCheckpoint c = read_stored_checkpoint(run_dir, *chosen);
+  const StoredCheckpoint c = read_stored_checkpoint(run_dir, *chosen, false);
   check_model_fits(c.weights, c.weights_path, c.weights_prefix, model);
   copy_model(c.weights, c.weights_prefix, model);
   return *chosen;

@@ -185,8 +185,9 @@ std::pair<std::string, int64_t> split_init_from(const std::string& value) {
 
 std::string resolve_init_from(const std::string& value) {
   namespace fs = std::filesystem;
-  auto [path, step] = split_init_from(value);
   std::error_code ec;
+  if (fs::is_regular_file(value, ec)) return fs::absolute(value, ec).lexically_normal().string();  // a weights file
+  auto [path, step] = split_init_from(value);
   const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
   if (fs::is_regular_file(path, ec) && step < 0) return absolute;
   if (!fs::is_directory(path, ec))
@@ -201,7 +202,10 @@ std::string resolve_init_from(const std::string& value) {
 }
 
 void load_init_from(const std::string& resolved, torch::nn::Module& model) {
-  const auto [path, step] = split_init_from(resolved);
+  std::error_code ec;
+  // A weights file is recorded as its path, whatever its name ends with; a run as PATH@STEP.
+  const auto [path, step] = std::filesystem::is_regular_file(resolved, ec) ? std::make_pair(resolved, int64_t{-1})
+                                                                           : split_init_from(resolved);
   try {
     if (step < 0)
       load_model_weights(path, model);
@@ -276,6 +280,9 @@ std::string match_parameters(Config& config, const std::string& reference, const
     } catch (const Error& e) {
       if (first_failure.empty()) first_failure = e.what();
       return std::nullopt;
+    } catch (const c10::Error& e) {  // e.g. a width whose weights do not fit in memory
+      if (first_failure.empty()) first_failure = first_line(e.what_without_backtrace());
+      return std::nullopt;
     }
   };
   // The first value >= from that builds a model, within a window (widths must often divide by a head count).
@@ -289,7 +296,10 @@ std::string match_parameters(Config& config, const std::string& reference, const
   std::optional<std::pair<int64_t, int64_t>> below, above;
   for (int64_t v = 1; v <= kLargest && !above; v *= 2) {
     auto b = buildable_from(v);
-    if (!b) continue;
+    if (!b || (below && b->first == below->first)) continue;  // none, or the value the last start found
+    if (below && b->second <= below->second)
+      throw Error("--match-option " + option + ": the parameter count does not grow with it (" + std::to_string(below->first) +
+                  " and " + std::to_string(b->first) + " both give " + thousands(b->second) + "); choose a width-like option");
     (b->second >= target ? above : below) = b;
   }
   if (!above && !below)

@@ -151,6 +151,8 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   if (config.batch_size < 1) throw Error("train: batch size must be >= 1");
   check_batch_fits_in_memory(task, config.batch_size);
   if (config.resume && config.out_dir.empty()) throw Error("train: resuming needs a run directory");
+  if (!config.select_by.empty() && config.select_by != "loss")
+    throw Error("train: select_by must be empty (the task's metric) or 'loss'");
   dist::Communicator* communicator = config.communicator.get();
   const int64_t world = communicator ? communicator->world_size() : 1;
   const int64_t rank = communicator ? communicator->rank() : 0;
@@ -213,8 +215,6 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   progress.set_evaluation_schedule(config.eval_every);
   const std::string metric = task.primary_metric();
   const bool higher = task.higher_is_better();
-  if (!config.select_by.empty() && config.select_by != "loss")
-    throw Error("train: select_by must be empty (the task's metric) or 'loss'");
   const std::string select = config.select_by.empty() ? metric : "loss";
   const bool select_higher = config.select_by.empty() ? higher : false;
   const int64_t checkpoint_every = config.checkpoint_every > 0 ? config.checkpoint_every : config.eval_every;

@@ -85,10 +85,8 @@ TEST(Tokenizer, BadInputGivesClearErrors) {
   EXPECT_THROW(Tokenizer::load(path.string()), Error);  // absent
 }
 
-// Found by fuzz/fuzz_tokenizer.cpp: SentencePiece decodes its space mark U+2581 as a space, so a U+2581 of
-// the text itself came back as ' '. It now travels as a reserved stand-in and round-trips.
 // A newline is one piece, "\n" itself (a user-defined piece), so plain SentencePiece reads the model with the same
-// ids (python/tests/test_tokenizer_interop.py runs the sentencepiece package on it).
+// ids (python/tests/test_interop.py, TokenizerThroughSentencePiece, runs the sentencepiece package on it).
 TEST(Tokenizer, ANewlineIsItsOwnPiece) {
   SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
@@ -140,6 +138,8 @@ TEST(Tokenizer, VocabularySizesTheTextCannotFillAreClearErrors) {
   EXPECT_EQ(m.find("character_coverage"), std::string::npos) << m;
 }
 
+// Found by fuzz/fuzz_tokenizer.cpp: SentencePiece decodes its space mark U+2581 as a space, so a U+2581 of
+// the text itself came back as ' '. It now travels as a reserved stand-in and round-trips.
 TEST(Tokenizer, TheSpaceMarkCharacterRoundTrips) {
   SKIP_WITHOUT_TOKENIZER();
   const Tokenizer t = Tokenizer::train(corpus(), 400);
