@@ -2,6 +2,7 @@
 
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 
 namespace seqmix {
 namespace {
@@ -37,15 +38,6 @@ std::string label_of(const HyperVariant& v) {
     label += std::string("-") + (v.mix_before ? "1" : "") + (v.mix_after ? "2" : "") + (v.lag ? "o" : "");
   if (v.budget == HyperVariant::Budget::over) label += "!";
   return label;
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 // The matched rank on one side: the largest multiple of `unit` up to d whose layer fits the budget,

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 #include "seqmix/io/runtime.h"
 #include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
@@ -226,15 +227,6 @@ int64_t parameter_count_of(Config config, const Task& task) {
   return build_configured_model(config, task, model_spec, mixers)->parameter_count();
 }
 
-std::string thousands(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string match_parameters(Config& config, const std::string& reference, const std::string& option) {
@@ -299,7 +291,7 @@ std::string match_parameters(Config& config, const std::string& reference, const
     if (!b || (below && b->first == below->first)) continue;  // none, or the value the last start found
     if (below && b->second <= below->second)
       throw Error("--match-option " + option + ": the parameter count does not grow with it (" + std::to_string(below->first) +
-                  " and " + std::to_string(b->first) + " both give " + thousands(b->second) + "); choose a width-like option");
+                  " and " + std::to_string(b->first) + " both give " + with_commas(b->second) + "); choose a width-like option");
     (b->second >= target ? above : below) = b;
   }
   if (!above && !below)
@@ -315,8 +307,8 @@ std::string match_parameters(Config& config, const std::string& reference, const
   const double relative = static_cast<double>(best.second - target) / static_cast<double>(target);
   char percent[32];
   std::snprintf(percent, sizeof percent, "%+.2f%%", 100.0 * relative);
-  const std::string chose = option + "=" + std::to_string(best.first) + " gives " + thousands(best.second) +
-                            " parameters, the reference " + reference + " " + thousands(target) + " (" + percent + ")";
+  const std::string chose = option + "=" + std::to_string(best.first) + " gives " + with_commas(best.second) +
+                            " parameters, the reference " + reference + " " + with_commas(target) + " (" + percent + ")";
   if (std::abs(relative) > 0.005)
     throw Error("--match-params: cannot match within 0.5%: " + chose + "; choose another --match-option");
   config = with_value(best.first);

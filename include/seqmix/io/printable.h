@@ -46,6 +46,17 @@ inline bool valid_utf8(const std::string& text) {
   return true;
 }
 
+// n with commas between thousands ("204,938"), as messages quote parameter counts.
+inline std::string with_commas(int64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 inline bool has_control_character(const std::string& text) {
   for (const char ch : text)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return true;
