@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "seqmix/io/error.h"
+#include "support/error_of.h"
 #include "support/skip_without_tokenizer.h"
 #include "seqmix/io/tokenizer.h"
 
@@ -117,22 +118,12 @@ TEST(Tokenizer, VocabularySizesTheTextCannotFillAreClearErrors) {
   SKIP_WITHOUT_TOKENIZER();
   std::string few;
   for (int i = 0; i < 20; ++i) few += "abcabc abc\nab ab\n";
-  std::string m;
-  try {
-    Tokenizer::train(few, 300);
-  } catch (const Error& e) {
-    m = e.what();
-  }
+  std::string m = seqmix::testing::error_of([&] { Tokenizer::train(few, 300); });
   EXPECT_NE(m.find("fewer than vocab_size=300; set vocab_size to"), std::string::npos) << m;
   EXPECT_EQ(m.find("trainer_interface"), std::string::npos) << m;
   std::string many;  // 400 distinct characters (CJK), each 3 bytes of UTF-8
   for (int i = 0; i < 400; ++i) many += "\xE4" + std::string(1, static_cast<char>(0xB8 + i / 64)) + std::string(1, static_cast<char>(0x80 + i % 64));
-  m.clear();
-  try {
-    Tokenizer::train(many, 300);
-  } catch (const Error& e) {
-    m = e.what();
-  }
+  m = seqmix::testing::error_of([&] { Tokenizer::train(many, 300); });
   EXPECT_NE(m.find("this text needs at least 658 pieces"), std::string::npos) << m;
   EXPECT_NE(m.find("more than vocab_size=300; set vocab_size to 658 or more"), std::string::npos) << m;
   EXPECT_EQ(m.find("character_coverage"), std::string::npos) << m;
