@@ -15,7 +15,12 @@ void add_mad_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--out", o->out_dir, "output directory (finished runs in it are reused)")->required();
   sub->add_option("--threads", o->threads, "intra-op threads (0 = all hardware threads)");
-  sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
+  auto* seed = sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
+  sub->add_option("--seeds", o->seeds,
+                  "several model seeds, comma-separated (e.g. 12345,1,2): each seed's table, then the mean ± sample "
+                  "std of every cell (mad.json keeps each seed's); 12345's runs are the ones --seed 12345 trains")
+      ->delimiter(',')
+      ->excludes(seed);
   sub->add_flag("--quiet", o->quiet, "no per-step progress");
   sub->add_option("--residual", o->residual,
                   "residual scheme of every run's backbone, e.g. momentum (MomenMHA blocks) or nesterov (NagMHA)");

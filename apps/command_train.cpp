@@ -24,6 +24,7 @@
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
+#include "seqmix/train/seeds.h"
 
 namespace seqmix::cli {
 namespace fs = std::filesystem;
@@ -42,12 +43,6 @@ struct TrainArgs {
   std::string match_report;                         // what --match-params chose, printed with the header
   std::vector<int64_t> seeds;                       // --seeds: one run per seed, tabulated
 };
-
-std::string join_seeds(const std::vector<int64_t>& seeds) {
-  std::string out;
-  for (int64_t s : seeds) out += (out.empty() ? "" : ",") + std::to_string(s);
-  return out;
-}
 
 std::string default_run_dir(const std::string& task_spec) {
   const std::time_t now = std::time(nullptr);
@@ -279,13 +274,10 @@ int run_seeds(TrainArgs& a) {
   std::printf("\n%-16s %s over seeds %s (mean ± sample std)\n", "metric", "value", join_seeds(a.seeds).c_str());
   for (const auto& [name, v] : values) {
     if (v.size() != a.seeds.size()) continue;  // a metric not every run reported
-    double mean = 0, var = 0;
-    for (double x : v) mean += x / static_cast<double>(v.size());
-    for (double x : v) var += (x - mean) * (x - mean);
-    const double std = v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0;
-    table["mean"][name] = mean;
-    table["std"][name] = std;
-    std::printf("%-16s %.4f ± %.4f\n", name.c_str(), mean, std);
+    const MeanStd m = mean_and_sample_std(v);
+    table["mean"][name] = m.mean;
+    table["std"][name] = m.std;
+    std::printf("%-16s %.4f ± %.4f\n", name.c_str(), m.mean, m.std);
   }
   write_file_atomically((fs::path(base) / "seeds.json").string(), table.dump(2) + "\n");
   std::printf("wrote %s\n", (fs::path(base) / "seeds.json").string().c_str());

@@ -1,18 +1,87 @@
 #!/usr/bin/env bash
-# Re-runs the cheap tables of docs/results.md with three model seeds (`seqmix train --seeds 0,1,2`): the argmax toy
-# at the small size and ETTh1 at horizon 96. Each run goes to OUT/<name>/seed-S (rerunning resumes unfinished seeds)
-# and each table's mean ± sample std is printed from OUT/<name>/seeds.json.
-#   scripts/three_seeds.sh [OUT (default runs/three_seeds)] [THREADS (default 2)]
+# Re-runs the tables of docs/results.md whose claims need more than one seed, with three model seeds each:
+#   argmax        the argmax toy at the small size           (seqmix train --seeds 0,1,2)
+#   etth1         ETTh1 at horizon 96: DLinear and the three forecasters
+#   mad_fem       MAD fuzzy recall and compression: FEM-SM, its softmax ablation, softmax  (seqmix mad --seeds)
+#   mad_hyperglu  MAD, all six tasks: HyperMLP R-cg-q-12o and HyperGLU G-cg-q-12o
+#   mad_lag       MAD, all six tasks: R-12! and R-12o!
+#   mad_table     the MAD rows above as one table over the seeds (trains nothing)
+#   lm            the Tiny Shakespeare table, all eleven models
+#   summary       one line per finished table: the mean ± sample std of its seeds
+# A train table goes to OUT/<name>/seed-S, the MAD runs to OUT/mad; rerunning continues unfinished runs. MAD's
+# seed 12345 is the single-seed table's: its kept records (docs/runs/mad-cpu) are copied in and reused.
+#   scripts/three_seeds.sh [OUT (default runs/three_seeds)] [THREADS (default 2)] [PART ... (default: all, in order)]
+# Two parts can run side by side on different cores (e.g. THREADS 1 and parts mad_fem and lm in two shells).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/three_seeds}
 threads=${2:-2}
-seqmix=./build/seqmix
+shift $(($# < 2 ? $# : 2))
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm summary)
+for part in "${parts[@]}"; do
+  case $part in
+    argmax | etth1 | mad_fem | mad_hyperglu | mad_lag | mad_table | lm | summary) ;;
+    *) echo "three_seeds: unknown part '$part'; parts: argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm summary" >&2
+       exit 1 ;;
+  esac
+done
+seqmix=${SEQMIX:-./build/seqmix}
 [ -x "$seqmix" ] || { echo "three_seeds: build seqmix first (scripts/setup.sh)" >&2; exit 1; }
-run() {  # run NAME CONFIG
+
+train_seeds() {  # NAME CONFIG
   echo "== $1: seqmix train --config $2 --seeds 0,1,2"
   "$seqmix" train --config "$2" --seeds 0,1,2 --threads "$threads" --out "$out/$1" | sed -n '/over seeds/,$p'
 }
-run argmax_fem configs/argmax_fem.yaml
-run argmax_softmax configs/argmax_softmax.yaml
-for m in dlinear softmax fem_softmax fem_gla; do run "etth1_$m" "configs/ett/etth1_$m.yaml"; done
+
+mad_fem=("fem:prior=softmax" "fem:prior=softmax,flags=" softmax)
+mad_hyperglu=("hypermlp:variant=R-cg-q-12o,mix_rank=8" "hyperglu:variant=G-cg-q-12o,mix_rank=8")
+mad_lag=("hypermlp:variant=R-12!" "hypermlp:variant=R-12o!")
+mad_seeds() {  # [seqmix mad options] -- MIXER ...
+  local options=() mixers=()
+  while [ "$1" != -- ]; do options+=("$1"); shift; done
+  shift
+  for m in "$@"; do mixers+=(--mixer "$m"); done
+  mkdir -p "$out/mad"
+  for kept in docs/runs/mad-cpu/mixers/*/; do  # seed 12345: the single-seed table's runs, when this row has them
+    [ -d "$out/mad/$(basename "$kept")" ] || cp -r "$kept" "$out/mad/"
+  done
+  "$seqmix" mad --preset cpu --seeds 12345,1,2 "${mixers[@]}" "${options[@]}" --out "$out/mad" | sed -n '/^| mixer/,$p'
+}
+
+lm_models=(mha fem_sm fem_gla hyperglu mha2nd1st ela_gpt ela_gpt_lobe momenmha nagmha light2nd1st ela_gpt_bidir_lobe)
+
+for part in "${parts[@]}"; do
+  case $part in
+    argmax)
+      train_seeds argmax_fem configs/argmax_fem.yaml
+      train_seeds argmax_softmax configs/argmax_softmax.yaml ;;
+    etth1)
+      for m in dlinear softmax fem_softmax fem_gla; do train_seeds "etth1_$m" "configs/ett/etth1_$m.yaml"; done ;;
+    mad_fem)
+      echo "== MAD fuzzy recall and compression, FEM's rows, seeds 12345,1,2"
+      mad_seeds --task mad.fuzzy_recall --task mad.compression --threads "$threads" --quiet -- "${mad_fem[@]}" ;;
+    mad_hyperglu)
+      echo "== MAD, R-cg-q-12o and HyperGLU, seeds 12345,1,2"
+      mad_seeds --threads "$threads" --quiet -- "${mad_hyperglu[@]}" ;;
+    mad_lag)
+      echo "== MAD, R-12! and R-12o!, seeds 12345,1,2"
+      mad_seeds --threads "$threads" --quiet -- "${mad_lag[@]}" ;;
+    mad_table)
+      echo "== MAD rows over seeds 12345,1,2 (a dash: a task not rerun, or not finished)"
+      mad_seeds --finished-only -- "${mad_fem[@]}" "${mad_hyperglu[@]}" "${mad_lag[@]}" ;;
+    lm)
+      for m in "${lm_models[@]}"; do train_seeds "lm_$m" "configs/lm/$m.yaml"; done ;;
+    summary)
+      for f in "$out"/*/seeds.json; do
+        [ -f "$f" ] || continue
+        python3 - "$f" <<'EOF'
+import json, sys
+path = sys.argv[1]
+t = json.load(open(path))
+cells = ", ".join(f"{k} {t['mean'][k]:.4f} ± {t['std'][k]:.4f}" for k in sorted(t["mean"]))
+print(f"{path.split('/')[-2]}: seeds {','.join(map(str, t['seeds']))}: {cells}")
+EOF
+      done ;;
+  esac
+done

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "seqmix/io/atomic_file.h"
@@ -14,6 +15,7 @@
 #include "seqmix/tasks/task.h"
 #include "seqmix/io/checksum.h"
 #include "seqmix/train/run.h"
+#include "seqmix/train/seeds.h"
 
 namespace seqmix {
 namespace fs = std::filesystem;
@@ -171,6 +173,8 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
 // Said above a table whose runs --max-steps cut short, or that tabulates only the runs already finished.
 std::string table_notes(const MadOptions& o, int64_t runs_finished, int64_t runs_total) {
   std::string notes;
+  if (!o.seeds.empty())
+    notes += "Mean ± sample standard deviation over the model seeds " + join_seeds(o.seeds) + " (mad.json: each seed's).\n\n";
   if (o.max_steps > 0)
     notes += "Every run was capped at --max-steps " + std::to_string(o.max_steps) + ": a smoke test, not MAD's table.\n\n";
   if (o.finished_only)
@@ -200,11 +204,14 @@ std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vecto
   os << " average |\n|---|";
   for (size_t i = 0; i < tasks.size(); ++i) os << "---|";
   os << "---|\n";
-  char buf[32];
+  char buf[64];
   for (const auto& r : rows) {
     os << "| `" << r.mixer << "` |";
     for (const auto& t : tasks) {
-      if (r.scores.count(t)) {
+      if (r.scores.count(t) && r.spread.count(t)) {
+        std::snprintf(buf, sizeof buf, " %.3f ± %.3f |", r.scores.at(t), r.spread.at(t));
+        os << buf;
+      } else if (r.scores.count(t)) {
         std::snprintf(buf, sizeof buf, " %.3f |", r.scores.at(t));
         os << buf;
       } else {
@@ -213,6 +220,9 @@ std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vecto
     }
     if (std::isnan(r.average)) {
       os << " - |\n";
+    } else if (!r.by_seed.empty()) {
+      std::snprintf(buf, sizeof buf, " %.3f ± %.3f |\n", r.average, r.average_spread);
+      os << buf;
     } else {
       std::snprintf(buf, sizeof buf, " %.3f |\n", r.average);
       os << buf;
@@ -221,26 +231,56 @@ std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vecto
   return os.str();
 }
 
-std::vector<MadRow> run_mad(const MadOptions& o) {
-  if (o.mixers.empty()) throw Error("mad: name at least one --mixer");
-  if (o.out_dir.empty()) throw Error("mad: --out is required");
-  if (o.max_steps < 0) throw Error("mad: --max-steps must not be negative");
-  if (o.finished_only && !fs::is_directory(o.out_dir))
-    throw Error("mad: --finished-only tabulates the runs in --out, but '" + o.out_dir + "' is not a directory");
-  const MadPreset preset = mad_preset(o.preset);
-  std::vector<std::string> tasks = o.tasks.empty() ? mad_task_names() : o.tasks;
-  for (const auto& t : tasks) {
-    bool known = false;
-    for (const auto& plan : preset.tasks) known = known || plan.task == t;
-    if (!known) throw Error("mad: unknown MAD task '" + t + "'; valid tasks: mad.in_context_recall, mad.fuzzy_recall, "
-                            "mad.noisy_recall, mad.selective_copy, mad.compression, mad.memorization");
+std::vector<MadRow> mad_mean_over_seeds(const std::vector<uint64_t>& seeds,
+                                        const std::vector<std::vector<MadRow>>& tables) {
+  if (tables.empty() || tables.size() != seeds.size())
+    throw Error("mad: one table per seed is needed to average over seeds");
+  std::vector<MadRow> rows;
+  for (size_t i = 0; i < tables.front().size(); ++i) {
+    MadRow row;
+    row.mixer = tables.front()[i].mixer;
+    std::map<std::string, std::vector<double>> values;  // task (or "average") -> one value per seed
+    for (size_t s = 0; s < tables.size(); ++s) {
+      if (tables[s].size() != tables.front().size() || tables[s][i].mixer != row.mixer)
+        throw Error("mad: the seeds' tables do not list the same mixers");
+      const MadRow& one = tables[s][i];
+      auto& mine = row.by_seed[seeds[s]];
+      for (const auto& [task, v] : one.scores) {
+        values[task].push_back(v);
+        mine[task] = v;
+      }
+      if (!std::isnan(one.average)) {
+        values["average"].push_back(one.average);
+        mine["average"] = one.average;
+      }
+    }
+    row.average = NAN;
+    for (const auto& [name, v] : values) {
+      if (v.size() != tables.size()) continue;  // a seed has not finished this task: no mean
+      const MeanStd m = mean_and_sample_std(v);
+      if (name == "average") {
+        row.average = m.mean;
+        row.average_spread = m.std;
+      } else {
+        row.scores[name] = m.mean;
+        row.spread[name] = m.std;
+      }
+    }
+    rows.push_back(row);
   }
+  return rows;
+}
+
+namespace {
+
+// One seed's table: every mixer on every selected task (trained, resumed or reused).
+std::vector<MadRow> mad_rows_of_seed(const MadOptions& o, const MadPreset& preset, const std::vector<std::string>& tasks,
+                                     int64_t& runs_finished, int64_t& runs_total) {
   // A run directory is reused only by the same run: the residual joins the mixer's folder, and a seed other
   // than MAD's or a step cap marks the run's own folder.
   const std::string run_suffix = (o.seed != MadOptions{}.seed ? "-seed" + std::to_string(o.seed) : "") +
                                  (o.max_steps > 0 ? "-cap" + std::to_string(o.max_steps) : "");
   std::vector<MadRow> rows;
-  int64_t runs_finished = 0, runs_total = 0;
   for (const auto& mixer : o.mixers) {
     MadRow row;
     row.mixer = o.residual.empty() ? mixer : mixer + " with residual=" + o.residual;
@@ -279,9 +319,40 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
     row.average = row.scores.size() < row_tasks ? NAN : sum / static_cast<double>(row.scores.size());
     rows.push_back(row);
   }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<MadRow> run_mad(const MadOptions& o) {
+  if (o.mixers.empty()) throw Error("mad: name at least one --mixer");
+  if (o.out_dir.empty()) throw Error("mad: --out is required");
+  if (o.max_steps < 0) throw Error("mad: --max-steps must not be negative");
+  if (o.finished_only && !fs::is_directory(o.out_dir))
+    throw Error("mad: --finished-only tabulates the runs in --out, but '" + o.out_dir + "' is not a directory");
+  const MadPreset preset = mad_preset(o.preset);
+  std::vector<std::string> tasks = o.tasks.empty() ? mad_task_names() : o.tasks;
+  for (const auto& t : tasks) {
+    bool known = false;
+    for (const auto& plan : preset.tasks) known = known || plan.task == t;
+    if (!known) throw Error("mad: unknown MAD task '" + t + "'; valid tasks: mad.in_context_recall, mad.fuzzy_recall, "
+                            "mad.noisy_recall, mad.selective_copy, mad.compression, mad.memorization");
+  }
+  std::vector<uint64_t> seeds = o.seeds.empty() ? std::vector<uint64_t>{o.seed} : o.seeds;
+  if (std::set<uint64_t>(seeds.begin(), seeds.end()).size() != seeds.size()) throw Error("mad: --seeds lists a seed twice");
+  int64_t runs_finished = 0, runs_total = 0;
+  std::vector<std::vector<MadRow>> tables;
+  for (const uint64_t seed : seeds) {
+    MadOptions one = o;
+    one.seed = seed;
+    if (!o.quiet && !o.finished_only && !o.seeds.empty()) std::printf("mad: seed %llu\n", static_cast<unsigned long long>(seed));
+    tables.push_back(mad_rows_of_seed(one, preset, tasks, runs_finished, runs_total));
+  }
+  const std::vector<MadRow> rows = o.seeds.empty() ? tables.front() : mad_mean_over_seeds(seeds, tables);
 
   nlohmann::ordered_json j;
   j["preset"] = preset.name;
+  if (!o.seeds.empty()) j["seeds"] = o.seeds;
   if (o.max_steps > 0) j["max_steps"] = o.max_steps;
   if (o.finished_only) j["runs_finished"] = {{"finished", runs_finished}, {"total", runs_total}};
   j["rows"] = nlohmann::ordered_json::array();
@@ -289,9 +360,20 @@ std::vector<MadRow> run_mad(const MadOptions& o) {
     nlohmann::ordered_json scores = nlohmann::ordered_json::object();
     for (const auto& t : tasks)
       if (r.scores.count(t)) scores[t] = r.scores.at(t);
-    j["rows"].push_back({{"mixer", r.mixer},
-                         {"scores", scores},
-                         {"average", std::isnan(r.average) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.average)}});
+    nlohmann::ordered_json row = {
+        {"mixer", r.mixer},
+        {"scores", scores},
+        {"average", std::isnan(r.average) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.average)}};
+    if (!o.seeds.empty()) {  // the means above, their sample standard deviations, and every seed's own scores
+      nlohmann::ordered_json spread = nlohmann::ordered_json::object(), by_seed = nlohmann::ordered_json::object();
+      for (const auto& t : tasks)
+        if (r.spread.count(t)) spread[t] = r.spread.at(t);
+      for (const auto& [seed, values] : r.by_seed) by_seed[std::to_string(seed)] = values;
+      row["std"] = spread;
+      row["average_std"] = std::isnan(r.average) ? nlohmann::ordered_json() : nlohmann::ordered_json(r.average_spread);
+      row["by_seed"] = by_seed;
+    }
+    j["rows"].push_back(row);
   }
   fs::create_directories(o.out_dir);
   write_file_atomically((fs::path(o.out_dir) / "mad.json").string(), j.dump(2) + "\n");

@@ -63,6 +63,15 @@ add_test(NAME results.mad_capped_residual COMMAND ${CMAKE_COMMAND} -E env bash -
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad_residual && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --residual nesterov --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_residual")
 set_tests_properties(results.mad_capped_residual PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "\\| `softmax with residual=nesterov` \\| [0-9.]+ \\| [0-9.]+ \\|")
+# --seeds: each seed's runs (12345's are the ones --seed 12345 trains, the others in their own folders), then
+# mean ± sample std per cell; the seed-1 runs are found again by a single-seed table.
+add_test(NAME results.mad_seeds_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_seeds && rm -rf $d && $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --seeds 12345,1 --threads 1 --quiet --out $d && $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --max-steps 1 --seed 1 --finished-only --out $d")
+set_tests_properties(results.mad_seeds_capped PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "\\| `softmax` \\| [0-9.]+ ± [0-9.]+ \\| [0-9.]+ ± [0-9.]+ \\|.*\\| `softmax` \\| [0-9.]+ \\| [0-9.]+ \\|.*finished runs only")
+seqmix_cli_error(mad_seeds_twice "mad: --seeds lists a seed twice"
+                 mad --preset cpu --task mad.compression --mixer softmax --seeds 1,1 --max-steps 1 --quiet
+                 --out ${SEQMIX_CLI_TMP}/results/mad_seeds_twice)
 seqmix_cli_error(mad_unknown_residual "unknown residual scheme 'bogus'; valid residual schemes: prenorm"
                  mad --preset cpu --task mad.compression --mixer softmax --residual bogus --max-steps 1 --quiet
                  --out ${SEQMIX_CLI_TMP}/results/mad_bogus)

@@ -7,6 +7,7 @@
 //   cpu:   a documented reduction for 2 cores: each task's baseline setting only (shorter sequences and
 //          fewer examples for the recall and copying tasks), batch 64, one lr (3e-3) and wd 0.1, a few
 //          epochs; scoring as in paper.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct MadRow {
   std::string mixer;
   std::map<std::string, double> scores;  // task -> accuracy in [0, 1]; a task with unfinished runs is absent
   double average = 0;                    // over the row's tasks; NaN when one of them is absent
+  // Over several seeds (mad --seeds): scores and average are the means, these the sample standard deviations
+  // (present for the same tasks as scores), and by_seed each seed's own scores ("average" among them).
+  std::map<std::string, double> spread;
+  double average_spread = 0;
+  std::map<uint64_t, std::map<std::string, double>> by_seed;
 };
 
 struct MadOptions {
@@ -49,6 +55,7 @@ struct MadOptions {
   std::string out_dir;
   int threads = 0;
   uint64_t seed = 12345;
+  std::vector<uint64_t> seeds;  // several model seeds: each one's table, then their mean ± sample std (empty: seed)
   bool quiet = false;
   int64_t max_steps = 0;  // > 0: cap every run at this many steps (a smoke test; the table is then not MAD's)
   std::string residual;   // residual scheme of every run's backbone (e.g. momentum: MomenMHA blocks); "" = its default
@@ -58,10 +65,17 @@ struct MadOptions {
 // Trains every mixer on every task of the preset (runs already finished in out_dir are reused), prints
 // and writes out_dir/mad.md and out_dir/mad.json, and returns the rows. With finished_only it trains nothing
 // and tabulates what has finished: a task with an unfinished run has no score, and its row no average.
+// With seeds, every seed's runs are trained (a seed other than MAD's 12345 marks its runs' folders) and the
+// rows are their mean ± sample std (mad_mean_over_seeds).
 std::vector<MadRow> run_mad(const MadOptions& options);
 
+// Rows of one table per seed (the same mixers in the same order) -> one row per mixer holding each task's mean
+// and sample standard deviation over the seeds; a task (or average) that one seed lacks is absent (NaN).
+std::vector<MadRow> mad_mean_over_seeds(const std::vector<uint64_t>& seeds,
+                                        const std::vector<std::vector<MadRow>>& tables);
+
 // The table of the papers: one row per mixer, one column per task, plus the average (Markdown); a missing
-// score or average is written as a dash.
+// score or average is written as a dash, and a row over several seeds writes "mean ± std".
 std::string mad_table_markdown(const std::vector<MadRow>& rows, const std::vector<std::string>& tasks);
 
 }  // namespace seqmix
