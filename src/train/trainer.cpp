@@ -277,8 +277,10 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     const auto aux = model.auxiliary_loss();
     const double local_loss = loss.item<double>();
     const double local_aux = aux.defined() ? aux.item<double>() : 0.0;
-    // Token tasks: the positions scored this step (padding and unscored positions aside), for scored_tokens_per_s.
+    // Token tasks: the positions scored this step (padding and unscored positions aside), for scored_tokens_per_s;
+    // classification (one label per sequence, targets [B]): the sequences, for scored_sequences_per_s.
     const bool token_targets = batch.targets.scalar_type() == torch::kLong;
+    const char* scored_name = batch.targets.dim() == 1 ? "scored_sequences_per_s" : "scored_tokens_per_s";
     const double local_scored = token_targets ? (batch.targets != kIgnoreIndex).sum().item<double>() : 0.0;
     // The mean over the ranks: what is logged, and non-finite on every rank when it is on one.
     double loss_value = local_loss, aux_value = local_aux, scored = local_scored;
@@ -347,7 +349,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
       j["grad_norm"] = grad_norm;
       j["tokens_per_s"] = tps;
       if (token_targets)
-        j["scored_tokens_per_s"] = interval_scored / std::max(1e-9, seconds_since(interval_start));
+        j[scored_name] = interval_scored / std::max(1e-9, seconds_since(interval_start));
       log(j);
       if (!quiet)
         progress.update(state.step, interval_loss / static_cast<double>(interval_steps), metric,

@@ -6,12 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "seqmix/io/error.h"
 #include "seqmix/io/idx.h"
 #include "seqmix/models/model_factory.h"
 #include "seqmix/tasks/fashion_mnist.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/train/trainer.h"
 #include "support/error_of.h"
 
 namespace seqmix {
@@ -129,6 +131,37 @@ TEST(FashionMnist, TheVitClassifiesPatchesAndRefusesCausalMixers) {
   tokens.seq_len = 8;
   tokens.mixers = {"softmax:causal=0"};
   EXPECT_NE(error_of([&] { build_model("vit", tokens); }).find("model vit classifies images"), std::string::npos);
+}
+
+// A classification run logs its throughput as labelled images per second (scored_sequences_per_s, one per
+// image of the batch), not as scored tokens: the 49 patches of an image are one target.
+TEST(FashionMnist, TrainingLogsScoredSequencesNotTokens) {
+  FashionMnistTask task(small(fake_data("throughput", 300, 40)), "fashion_mnist");
+  ModelContext c;
+  c.input_features = task.input_features();
+  c.output_features = task.output_features();
+  c.seq_len = task.seq_len();
+  c.mixers = {"softmax:causal=0,heads=2"};
+  auto model = build_model("vit:dim=16,layers=1", c);
+  TrainConfig config;
+  config.steps = 2;
+  config.batch_size = 8;
+  config.log_every = 1;
+  config.eval_every = 2;
+  config.out_dir = (fs::temp_directory_path() / ("seqmix-fashion-test-" + std::to_string(::getpid())) / "run").string();
+  config.quiet = true;
+  fs::remove_all(config.out_dir);
+  train(*model, task, config);
+  std::ifstream log(fs::path(config.out_dir) / "metrics.jsonl");
+  int train_lines = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["split"] != "train") continue;
+    ++train_lines;
+    EXPECT_GT(j.value("scored_sequences_per_s", 0.0), 0.0) << line;
+    EXPECT_FALSE(j.contains("scored_tokens_per_s")) << line;
+  }
+  EXPECT_EQ(train_lines, 2);
 }
 
 TEST(FashionMnist, DebiansDataHasTheStandardSplit) {
