@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Re-runs the tables of docs/results.md whose claims need more than one seed, with three model seeds each:
 #   argmax        the argmax toy at the small size           (seqmix train --seeds 0,1,2)
-#   etth1         ETTh1 at horizon 96: DLinear and the three forecasters
-#   mad_fem       MAD fuzzy recall and compression: FEM-SM, its softmax ablation, softmax  (seqmix mad --seeds)
+#   etth1         ETTh1 at horizon 96: DLinear and the three forecasters (FEM's at softmax's parameter count)
+#   mad_fem       MAD fuzzy recall and compression: FEM-SM (matched), its softmax ablation, softmax  (mad --seeds)
 #   mad_hyperglu  MAD, all six tasks: HyperMLP R-cg-q-12o and HyperGLU G-cg-q-12o
 #   mad_lag       MAD, all six tasks: R-12! and R-12o!
 #   mad_table     the MAD rows above as one table over the seeds (trains nothing)
-#   lm            the Tiny Shakespeare table, all eleven models
+#   lm            the Tiny Shakespeare table, all eleven models (FEM's at MHA's parameter count)
 #   summary       one line per finished table: the mean ± sample std of its seeds
 # A train table goes to OUT/<name>/seed-S, the MAD runs to OUT/mad; rerunning continues unfinished runs. MAD's
 # seed 12345 is the single-seed table's: its kept records (docs/runs/mad-cpu) are copied in and reused.
@@ -29,12 +29,19 @@ done
 seqmix=${SEQMIX:-./build/seqmix}
 [ -x "$seqmix" ] || { echo "three_seeds: build seqmix first (scripts/setup.sh)" >&2; exit 1; }
 
-train_seeds() {  # NAME CONFIG
-  echo "== $1: seqmix train --config $2 --seeds 0,1,2"
-  "$seqmix" train --config "$2" --seeds 0,1,2 --threads "$threads" --out "$out/$1" | sed -n '/over seeds/,$p'
+train_seeds() {  # NAME CONFIG [seqmix train options]
+  local name=$1 config=$2
+  shift 2
+  echo "== $name: seqmix train --config $config $* --seeds 0,1,2"
+  "$seqmix" train --config "$config" "$@" --seeds 0,1,2 --threads "$threads" --out "$out/$name" |
+    awk '/^matched/ && !shown++ { print } /over seeds/ { table = 1 } table'  # what --match-params chose, the table
 }
+# FEM rows are held at their baseline's parameter count (within 0.5%) by solving FEM's query/key width.
+matched_to() { echo --match-params "$1" --match-option mixer.qk_dim; }
 
-mad_fem=("fem:prior=softmax" "fem:prior=softmax,flags=" softmax)
+# FEM-SM at softmax's 407,184 parameters: qk_dim 112 gives 406,136 on the recall backbone (seqmix train --mixer
+# fem:prior=softmax --match-params softmax --match-option mixer.qk_dim); its ablation to softmax attention is smaller.
+mad_fem=("fem:prior=softmax,qk_dim=112" "fem:prior=softmax,flags=" softmax)
 mad_hyperglu=("hypermlp:variant=R-cg-q-12o,mix_rank=8" "hyperglu:variant=G-cg-q-12o,mix_rank=8")
 mad_lag=("hypermlp:variant=R-12!" "hypermlp:variant=R-12o!")
 mad_seeds() {  # [seqmix mad options] -- MIXER ...
@@ -57,7 +64,10 @@ for part in "${parts[@]}"; do
       train_seeds argmax_fem configs/argmax_fem.yaml
       train_seeds argmax_softmax configs/argmax_softmax.yaml ;;
     etth1)
-      for m in dlinear softmax fem_softmax fem_gla; do train_seeds "etth1_$m" "configs/ett/etth1_$m.yaml"; done ;;
+      for m in dlinear softmax; do train_seeds "etth1_$m" "configs/ett/etth1_$m.yaml"; done
+      for m in fem_softmax fem_gla; do
+        train_seeds "etth1_$m" "configs/ett/etth1_$m.yaml" $(matched_to configs/ett/etth1_softmax.yaml)
+      done ;;
     mad_fem)
       echo "== MAD fuzzy recall and compression, FEM's rows, seeds 12345,1,2"
       mad_seeds --task mad.fuzzy_recall --task mad.compression --threads "$threads" --quiet -- "${mad_fem[@]}" ;;
@@ -71,7 +81,12 @@ for part in "${parts[@]}"; do
       echo "== MAD rows over seeds 12345,1,2 (a dash: a task not rerun, or not finished)"
       mad_seeds --finished-only -- "${mad_fem[@]}" "${mad_hyperglu[@]}" "${mad_lag[@]}" ;;
     lm)
-      for m in "${lm_models[@]}"; do train_seeds "lm_$m" "configs/lm/$m.yaml"; done ;;
+      for m in "${lm_models[@]}"; do
+        case $m in
+          fem_*) train_seeds "lm_$m" "configs/lm/$m.yaml" $(matched_to configs/lm/mha.yaml) ;;
+          *) train_seeds "lm_$m" "configs/lm/$m.yaml" ;;
+        esac
+      done ;;
     summary)
       for f in "$out"/*/seeds.json; do
         [ -f "$f" ] || continue
