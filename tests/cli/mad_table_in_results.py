@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks that docs/results.md quotes the MAD table its kept run records produce.
 
-Usage: mad_table_in_results.py RESULTS_MD TABLE_DIR
+Usage: mad_table_in_results.py RESULTS_MD TABLE_DIR [HEADER]
 TABLE_DIR is the output of `scripts/mad_table.sh DIR --preset cpu --finished-only` on a copy of
-docs/runs/mad-cpu: its mixers/, momenmha/ and nagmha/ folders each hold the mad.md that `seqmix mad` wrote.
-Every row of those tables must be a row of results.md's MAD table with the same seven cells (six tasks and
-the average), and results.md must have no MAD row that the records do not back. Exits 1 naming each
-difference.
+docs/runs/mad-cpu: its mixers/, momenmha/ and nagmha/ folders each hold the mad.md that `seqmix mad` wrote;
+or a folder with one mad.md (the three-seed table of `scripts/three_seeds.sh OUT 1 mad_table`, OUT/mad).
+Every row of those tables must be a row of results.md's table that starts with HEADER (default
+"| row | mixer spec |", the single-seed table) with the same seven cells (six tasks and the average, "mean ±
+std" over seeds), and that table must have no row the records do not back. Exits 1 naming each difference.
 """
 import re
 import sys
@@ -22,7 +23,8 @@ def cells(line):
 def table_rows_from_records(table_dir):
     """{mixer spec as results.md writes it: cells} from the mad.md files under table_dir."""
     rows = {}
-    for part in ("mixers", "momenmha", "nagmha"):
+    single = (Path(table_dir) / "mad.md").exists()
+    for part in ("",) if single else ("mixers", "momenmha", "nagmha"):
         for line in (Path(table_dir) / part / "mad.md").read_text().splitlines():
             if not line.startswith("| `"):
                 continue
@@ -36,11 +38,11 @@ def table_rows_from_records(table_dir):
     return rows
 
 
-def table_rows_from_results(results_md):
-    """{mixer spec column: cells} of the MAD table in results.md (the one headed 'row | mixer spec')."""
+def table_rows_from_results(results_md, header):
+    """{mixer spec column: cells} of the MAD table in results.md headed by header."""
     rows, inside = {}, False
     for line in Path(results_md).read_text().splitlines():
-        if line.startswith("| row | mixer spec |"):
+        if line.startswith(header):
             inside = True
             continue
         if inside:
@@ -54,13 +56,14 @@ def table_rows_from_results(results_md):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
+    header = sys.argv[3] if len(sys.argv) == 4 else "| row | mixer spec |"
     records = table_rows_from_records(sys.argv[2])
-    quoted = table_rows_from_results(sys.argv[1])
+    quoted = table_rows_from_results(sys.argv[1], header)
     problems = []
     if not quoted:
-        problems.append("results.md has no MAD table headed '| row | mixer spec |'")
+        problems.append(f"results.md has no MAD table headed '{header}'")
     for spec, expected in records.items():
         if spec not in quoted:
             problems.append(f"{spec}: in the records' table, missing from results.md")

@@ -83,6 +83,12 @@ add_test(NAME results.mad_table_matches_results_md COMMAND ${CMAKE_COMMAND} -E e
 set_tests_properties(results.mad_table_matches_results_md PROPERTIES LABELS fast TIMEOUT 120
   PASS_REGULAR_EXPRESSION "all 19 rows of results.md's MAD table match the kept records")
 
+# results.md quotes every kept three-seed table (docs/runs/*/*/seeds.json) as its records give it.
+add_test(NAME results.seeds_tables_match_records COMMAND ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/seeds_in_results.py
+         ${PROJECT_SOURCE_DIR}/docs/results.md ${PROJECT_SOURCE_DIR}/docs/runs)
+set_tests_properties(results.seeds_tables_match_records PROPERTIES LABELS fast TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "results.md quotes all [0-9]+ kept three-seed tables")
+
 # MAD's paper preset (every setting of a task's ladder, the 6-point lr x wd sweep), each run capped at one
 # step: memorization's ladder is 6 settings, 36 runs.
 add_test(NAME results.mad_paper_preset_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
