@@ -50,8 +50,10 @@ mad_seeds() {  # [seqmix mad options] -- MIXER ...
   shift
   for m in "$@"; do mixers+=(--mixer "$m"); done
   mkdir -p "$out/mad"
-  for kept in docs/runs/mad-cpu/mixers/*/; do  # seed 12345: the single-seed table's runs, when this row has them
-    [ -d "$out/mad/$(basename "$kept")" ] || cp -r "$kept" "$out/mad/"
+  local kept run
+  for kept in docs/runs/mad-cpu/mixers/*/mad.*/*/; do  # seed 12345: the single-seed table's runs, run by run
+    run=$out/mad/${kept#docs/runs/mad-cpu/mixers/}
+    [ -d "$run" ] || { mkdir -p "$(dirname "$run")" && cp -r "$kept" "$run"; }
   done
   "$seqmix" mad --preset cpu --seeds 12345,1,2 "${mixers[@]}" "${options[@]}" --out "$out/mad" | sed -n '/^| mixer/,$p'
 }

@@ -83,6 +83,13 @@ add_test(NAME results.mad_table_matches_results_md COMMAND ${CMAKE_COMMAND} -E e
 set_tests_properties(results.mad_table_matches_results_md PROPERTIES LABELS fast TIMEOUT 120
   PASS_REGULAR_EXPRESSION "all 19 rows of results.md's MAD table match the kept records")
 
+# results.md's three-seed MAD table is the one its kept records give: the records of seeds 1 and 2 (and of the
+# matched FEM row) in docs/runs/three_seeds/mad, seed 12345's from docs/runs/mad-cpu, tabulated without training.
+add_test(NAME results.mad_three_seeds_matches_results_md COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/mad_three_seeds && rm -rf $d && mkdir -p $d && cp -r ${PROJECT_SOURCE_DIR}/docs/runs/three_seeds/mad $d/mad && SEQMIX=$<TARGET_FILE:seqmix> ${PROJECT_SOURCE_DIR}/scripts/three_seeds.sh $d 1 mad_table >/dev/null && test -z \"$(find $d -name checkpoints)\" && exec ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/mad_table_in_results.py ${PROJECT_SOURCE_DIR}/docs/results.md $d/mad '| row (seeds 12345, 1, 2) | mixer spec |'")
+set_tests_properties(results.mad_three_seeds_matches_results_md PROPERTIES LABELS fast TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "all 7 rows of results.md's MAD table match the kept records")
+
 # results.md quotes every kept three-seed table (docs/runs/*/*/seeds.json) as its records give it.
 add_test(NAME results.seeds_tables_match_records COMMAND ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/seeds_in_results.py
          ${PROJECT_SOURCE_DIR}/docs/results.md ${PROJECT_SOURCE_DIR}/docs/runs)
