@@ -7,6 +7,7 @@
 #   mad_lag       MAD, all six tasks: R-12! and R-12o!
 #   mad_table     the MAD rows above as one table over the seeds (trains nothing)
 #   lm            the Tiny Shakespeare table, all eleven models (FEM's at MHA's parameter count)
+#   lm_table      the finished Tiny Shakespeare models as one markdown table over the seeds (trains nothing)
 #   summary       one line per finished table: the mean ± sample std of its seeds
 # A train table goes to OUT/<name>/seed-S, the MAD runs to OUT/mad; rerunning continues unfinished runs. MAD's
 # seed 12345 is the single-seed table's: its kept records (docs/runs/mad-cpu) are copied in and reused.
@@ -18,11 +19,11 @@ out=${1:-runs/three_seeds}
 threads=${2:-2}
 shift $(($# < 2 ? $# : 2))
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm summary)
+[ ${#parts[@]} -gt 0 ] || parts=(argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm lm_table summary)
 for part in "${parts[@]}"; do
   case $part in
-    argmax | etth1 | mad_fem | mad_hyperglu | mad_lag | mad_table | lm | summary) ;;
-    *) echo "three_seeds: unknown part '$part'; parts: argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm summary" >&2
+    argmax | etth1 | mad_fem | mad_hyperglu | mad_lag | mad_table | lm | lm_table | summary) ;;
+    *) echo "three_seeds: unknown part '$part'; parts: argmax etth1 mad_fem mad_hyperglu mad_lag mad_table lm lm_table summary" >&2
        exit 1 ;;
   esac
 done
@@ -59,6 +60,12 @@ mad_seeds() {  # [seqmix mad options] -- MIXER ...
 }
 
 lm_models=(mha fem_sm fem_gla hyperglu mha2nd1st ela_gpt ela_gpt_lobe momenmha nagmha light2nd1st ela_gpt_bidir_lobe)
+declare -A lm_labels=(  # the row names of docs/results.md's Tiny Shakespeare tables
+  [mha]="MHA (softmax attention, RoPE)" [fem_sm]="FEM-SM (\`fem:prior=softmax\`), matched"
+  [fem_gla]="FEM-GLA (\`fem:prior=gla\`), matched" [hyperglu]="HyperGLU (\`G-cg-q-12o\`, \`mix_rank=8\`)"
+  [mha2nd1st]="MHA2nd1st" [ela_gpt]="ELA-GPT, no Memory Lobe" [ela_gpt_lobe]="ELA-GPT, causal Memory Lobe"
+  [momenmha]="MomenMHA (\`residual=momentum\`)" [nagmha]="NagMHA (\`residual=nesterov\`)"
+  [light2nd1st]="LightMHA2nd1st" [ela_gpt_bidir_lobe]="ELA-GPT, bidirectional lobe (leaks)")
 
 for part in "${parts[@]}"; do
   case $part in
@@ -89,6 +96,15 @@ for part in "${parts[@]}"; do
           *) train_seeds "lm_$m" "configs/lm/$m.yaml" ;;
         esac
       done ;;
+    lm_table)
+      tables=()
+      for m in "${lm_models[@]}"; do
+        [ -f "$out/lm_$m/seeds.json" ] && tables+=("$out/lm_$m=${lm_labels[$m]}")
+      done
+      if [ ${#tables[@]} -eq 0 ]; then echo "three_seeds: no Tiny Shakespeare model has finished its seeds in $out" >&2; exit 1; fi
+      baseline=()
+      [ -f "$out/lm_mha/seeds.json" ] && baseline=(--baseline "$out/lm_mha")
+      python3 scripts/seeds_table.py "${baseline[@]}" "${tables[@]}" ;;
     summary)
       for f in "$out"/*/seeds.json; do
         [ -f "$f" ] || continue

@@ -146,6 +146,14 @@ add_test(NAME cli.seeds_tabulate
                  $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/seeds)
 set_tests_properties(cli.seeds_tabulate PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "seed 2: finished earlier.*accuracy +[0-9.]+ ± [0-9.]+.*\"std\": {")
+# scripts/seeds_table.py (docs/results.md's three-seed tables) on two tiny --seeds tables: rows, means and the
+# baseline column against the records, and its errors.
+add_test(NAME cli.seeds_table_matches_records
+         COMMAND sh -c "rm -rf \"$1\" && for m in softmax gla; do \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer $m:heads=2 --model lm:dim=16 --steps 4 --eval-every 2 --threads 1 --seeds 0,1,2 --out \"$1/$m\" >/dev/null || exit 1; done && exec \"$2\" \"$3\" \"$4\" \"$1/softmax\" \"$1/gla\""
+                 $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/seeds_table ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/seeds_table_check.py
+                 ${PROJECT_SOURCE_DIR}/scripts/seeds_table.py)
+set_tests_properties(cli.seeds_table_matches_records PROPERTIES LABELS fast TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "seeds_table_check: the table of .* matches their records \\(accuracy, 2 evaluations\\)")
 add_test(NAME cli.match_params_solves_an_option
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer gla --match-params fem:prior=softmax --match-option mixer.heads --steps 1 --eval-every 0 --threads 1 --out \"$1\" && grep -q gla:heads=32 \"$1/config.yaml\""
                  $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/match_params)

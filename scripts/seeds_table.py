@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Prints one markdown table over the three-seed runs of several models (`seqmix train --seeds` folders).
+
+Usage: seeds_table.py [--baseline DIR] DIR=LABEL ...
+Each DIR holds seeds.json and seed-S/ run folders, as `seqmix train --seeds` writes them. One row per DIR,
+sorted by the mean of the final primary metric (lower first for a loss or an error, higher first
+otherwise): its parameter count, the mean over seeds of the metric at every evaluation, the final metric as
+"mean ± sample std" (seqmix's own numbers from seeds.json), the other final metrics likewise, and each
+seed's final value. With --baseline, a last column says whether the row's seeds and the baseline's are
+separated: every seed of one better than every seed of the other ("below" or "above") or not ("overlap").
+"""
+import json
+import sys
+from pathlib import Path
+
+LOWER_IS_BETTER = {"loss", "mse", "mae"}
+
+
+def fail(message):
+    print(f"seeds_table: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        fail(f"cannot read {path}: {e}")
+
+
+def load_table(folder):
+    """seeds.json, the per-seed summaries and {step: [metric per seed]} of the evaluations."""
+    table = read_json(Path(folder) / "seeds.json")
+    summaries = [read_json(Path(folder) / f"seed-{s}" / "summary.json") for s in table["seeds"]]
+    metric = summaries[0]["metric"]
+    evals = {}
+    for s in table["seeds"]:
+        path = Path(folder) / f"seed-{s}" / "metrics.jsonl"
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as e:
+            fail(f"cannot read {path}: {e}")
+        for line in lines:
+            record = json.loads(line)
+            if record.get("split") != "train" and metric in record:
+                evals.setdefault(record["step"], []).append(record[metric])
+    return table, summaries, metric, evals
+
+
+def main():
+    args = sys.argv[1:]
+    baseline = None
+    if len(args) >= 2 and args[0] == "--baseline":
+        baseline, args = args[1], args[2:]
+    if not args or any("=" not in a for a in args):
+        sys.exit(__doc__)
+    rows = []
+    for arg in args:
+        folder, label = arg.split("=", 1)
+        rows.append((folder, label, *load_table(folder)))
+    metric = rows[0][4]
+    if any(r[4] != metric for r in rows):
+        fail("the tables rank different metrics: " + ", ".join(f"{r[0]}: {r[4]}" for r in rows))
+    n_seeds = {len(r[2]["seeds"]) for r in rows}
+    steps = sorted(set().union(*(r[5].keys() for r in rows)))
+    others = sorted(set().union(*(r[2]["mean"].keys() for r in rows)) - {metric})
+    lower = metric in LOWER_IS_BETTER
+    rows.sort(key=lambda r: r[2]["mean"][metric] if lower else -r[2]["mean"][metric])
+    base_values = None
+    if baseline is not None:
+        base = [r for r in rows if r[0] == baseline]
+        if not base:
+            fail(f"--baseline {baseline} is not one of the tables")
+        base_values = list(base[0][2]["runs"][str(s)][metric] for s in base[0][2]["seeds"])
+
+    seeds = ", ".join(str(s) for s in rows[0][2]["seeds"]) if len(n_seeds) == 1 else "see each row"
+    header = [f"model (seeds {seeds})", "parameters"] + [f"step {s}" for s in steps]
+    header += [f"final {metric}"] + [f"final {m}" for m in others] + [f"each seed's {metric}"]
+    if baseline is not None:
+        header.append("seeds vs the baseline")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for folder, label, table, summaries, _, evals in rows:
+        params = sorted({s["parameters"] for s in summaries})
+        cells = [label, " / ".join(f"{p:,}" for p in params)]
+        for step in steps:
+            values = evals.get(step, [])
+            complete = len(values) == len(table["seeds"])
+            cells.append(f"{sum(values) / len(values):.3f}" if complete else "-")
+        for m in [metric] + others:
+            cells.append(f"{table['mean'][m]:.4f} ± {table['std'][m]:.4f}" if m in table["mean"] else "-")
+        values = [table["runs"][str(s)][metric] for s in table["seeds"]]
+        cells.append(", ".join(f"{v:.3f}" for v in values))
+        if base_values is not None:
+            if folder == baseline:
+                cells.append("(baseline)")
+            elif max(values) < min(base_values):
+                cells.append("below")
+            elif min(values) > max(base_values):
+                cells.append("above")
+            else:
+                cells.append("overlap")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
