@@ -21,7 +21,7 @@ namespace {
 
 struct Fixture {
   fs::path run_dir, record_path, weights_path, optimizer_path;
-  std::string record, weights, optimizer;
+  std::string record_bytes, weights_bytes, optimizer_bytes;  // the seed checkpoint's three files
   torch::nn::Sequential model{torch::nn::Linear(3, 4), torch::nn::LayerNorm(torch::nn::LayerNormOptions({4}))};
   std::unique_ptr<torch::optim::AdamW> optimizer;
 };
@@ -44,14 +44,14 @@ Fixture& fixture() {
     f->record_path = dir / "step-00000007.json";
     f->weights_path = dir / "step-00000007.safetensors";
     f->optimizer_path = dir / "step-00000007.optimizer.safetensors";
-    f->record = read_file(f->record_path.string());
-    f->weights = read_file(f->weights_path.string());
-    f->optimizer = read_file(f->optimizer_path.string());
-    // SEQMIX_FUZZ_WRITE_SEEDS=DIR writes the two seeds (scripts/fuzz.sh keeps them in fuzz/corpus).
+    f->record_bytes = read_file(f->record_path.string());
+    f->weights_bytes = read_file(f->weights_path.string());
+    f->optimizer_bytes = read_file(f->optimizer_path.string());
+    // SEQMIX_FUZZ_WRITE_SEEDS=DIR writes the three seeds (scripts/fuzz.sh keeps them in fuzz/corpus).
     if (const char* dir = std::getenv("SEQMIX_FUZZ_WRITE_SEEDS")) {
-      std::ofstream(fs::path(dir) / "record.seed", std::ios::binary) << '\0' << f->record;
-      std::ofstream(fs::path(dir) / "weights.seed", std::ios::binary) << '\1' << f->weights;
-      std::ofstream(fs::path(dir) / "optimizer.seed", std::ios::binary) << '\2' << f->optimizer;
+      std::ofstream(fs::path(dir) / "record.seed", std::ios::binary) << '\0' << f->record_bytes;
+      std::ofstream(fs::path(dir) / "weights.seed", std::ios::binary) << '\1' << f->weights_bytes;
+      std::ofstream(fs::path(dir) / "optimizer.seed", std::ios::binary) << '\2' << f->optimizer_bytes;
     }
     return f;
   }();
@@ -72,12 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Fixture& f = fixture();
   const std::string input = fuzz::as_string(data + 1, size - 1);
   const int target = data[0] % 3;
-  put(f.weights_path, f.weights);
-  put(f.optimizer_path, f.optimizer);
+  put(f.weights_path, f.weights_bytes);
+  put(f.optimizer_path, f.optimizer_bytes);
   if (target == 0) {
     put(f.record_path, input);
   } else {
-    nlohmann::json record = nlohmann::json::parse(f.record);
+    nlohmann::json record = nlohmann::json::parse(f.record_bytes);
     const char* part = target == 1 ? "weights" : "optimizer";
     record[part]["bytes"] = input.size();
     record[part]["sha256"] = sha256_hex(input);

@@ -130,14 +130,16 @@ std::vector<std::string> Config::list(const std::string& key) const { return spl
 
 std::string Config::to_yaml() const {
   // A tree of the dotted keys in schema order; leaves point at their option.
+  // (A vector of Node, not of pair<name, Node>: a pair of an incomplete type is ill-formed, which clang refuses.)
   struct Node {
-    std::vector<std::pair<std::string, Node>> children;
+    std::string name;
+    std::vector<Node> children;
     const OptionInfo* leaf = nullptr;
-    Node& child(const std::string& name) {
+    Node& child(const std::string& child_name) {
       for (auto& c : children)
-        if (c.first == name) return c.second;
-      children.emplace_back(name, Node{});
-      return children.back().second;
+        if (c.name == child_name) return c;
+      children.push_back(Node{child_name, {}, nullptr});
+      return children.back();
     }
   };
   Node root;
@@ -153,8 +155,8 @@ std::string Config::to_yaml() const {
   YAML::Emitter out;
   std::function<void(const Node&)> emit = [&](const Node& n) {
     out << YAML::BeginMap;
-    for (const auto& [name, child] : n.children) {
-      out << YAML::Key << name << YAML::Value;
+    for (const auto& child : n.children) {
+      out << YAML::Key << child.name << YAML::Value;
       if (!child.leaf) {
         emit(child);
         continue;

@@ -171,6 +171,10 @@ add_test(NAME readme.main_job
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --out \"$1\"" $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/readme_main_job)
 set_tests_properties(readme.main_job PROPERTIES LABELS slow TIMEOUT 3600
                      PASS_REGULAR_EXPRESSION "final accuracy (0\\.99[0-9][0-9]|1\\.0000) \\(best")
+# The libFuzzer targets build (clang, fuzz/) and each replays its corpus, then runs 1,000 new inputs clean.
+add_test(NAME fuzz.every_target_builds_and_runs COMMAND ${CMAKE_COMMAND} -E env RUNS=1000 ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh 60)
+set_tests_properties(fuzz.every_target_builds_and_runs PROPERTIES LABELS slow TIMEOUT 3600
+  PASS_REGULAR_EXPRESSION "fuzz_tokenizer +[0-9]+ executions in +[0-9]+ s  clean" FAIL_REGULAR_EXPRESSION "FOUND A FAILURE")
 add_test(NAME cli.full_disk_keeps_the_last_checkpoint
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/full_disk.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/full_disk)
 set_tests_properties(cli.full_disk_keeps_the_last_checkpoint PROPERTIES LABELS fast TIMEOUT 300
