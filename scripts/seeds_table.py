@@ -7,7 +7,8 @@ sorted by the mean of the final primary metric (lower first for a loss or an err
 otherwise): its parameter count, the mean over seeds of the metric at every evaluation, the final metric as
 "mean ± sample std" (seqmix's own numbers from seeds.json), the other final metrics likewise, and each
 seed's final value. With --baseline, a last column says whether the row's seeds and the baseline's are
-separated: every seed of one better than every seed of the other ("below" or "above") or not ("overlap").
+separated: every seed's final value below every baseline seed's ("below"), above them all ("above"), or
+neither ("overlap").
 """
 import json
 import sys
@@ -40,8 +41,11 @@ def load_table(folder):
             lines = path.read_text().splitlines()
         except OSError as e:
             fail(f"cannot read {path}: {e}")
-        for line in lines:
-            record = json.loads(line)
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                fail(f"{path}: line {number} is not JSON ({e})")
             if record.get("split") != "train" and metric in record:
                 evals.setdefault(record["step"], []).append(record[metric])
     return table, summaries, metric, evals
@@ -61,7 +65,8 @@ def main():
     metric = rows[0][4]
     if any(r[4] != metric for r in rows):
         fail("the tables rank different metrics: " + ", ".join(f"{r[0]}: {r[4]}" for r in rows))
-    n_seeds = {len(r[2]["seeds"]) for r in rows}
+    if len({tuple(r[2]["seeds"]) for r in rows}) != 1:
+        fail("the tables ran different seeds: " + ", ".join(f"{r[0]}: {r[2]['seeds']}" for r in rows))
     steps = sorted(set().union(*(r[5].keys() for r in rows)))
     others = sorted(set().union(*(r[2]["mean"].keys() for r in rows)) - {metric})
     lower = metric in LOWER_IS_BETTER
@@ -73,7 +78,7 @@ def main():
             fail(f"--baseline {baseline} is not one of the tables")
         base_values = list(base[0][2]["runs"][str(s)][metric] for s in base[0][2]["seeds"])
 
-    seeds = ", ".join(str(s) for s in rows[0][2]["seeds"]) if len(n_seeds) == 1 else "see each row"
+    seeds = ", ".join(str(s) for s in rows[0][2]["seeds"])
     header = [f"model (seeds {seeds})", "parameters"] + [f"step {s}" for s in steps]
     header += [f"final {metric}"] + [f"final {m}" for m in others] + [f"each seed's {metric}"]
     if baseline is not None:
