@@ -147,13 +147,14 @@ add_test(NAME cli.seeds_tabulate
 set_tests_properties(cli.seeds_tabulate PROPERTIES LABELS fast TIMEOUT 300
   PASS_REGULAR_EXPRESSION "seed 2: finished earlier.*accuracy +[0-9.]+ ± [0-9.]+.*\"std\": {")
 # scripts/seeds_table.py (docs/results.md's three-seed tables) on two tiny --seeds tables: rows, means and the
-# baseline column against the records, and its errors.
+# baseline column against the records, and its errors; then three_seeds.sh's lm_table part on the same two
+# tables standing in for MHA's and FEM-GLA's (its row names, MHA as the baseline).
 add_test(NAME cli.seeds_table_matches_records
-         COMMAND sh -c "rm -rf \"$1\" && for m in softmax gla; do \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer $m:heads=2 --model lm:dim=16 --steps 4 --eval-every 2 --threads 1 --seeds 0,1,2 --out \"$1/$m\" >/dev/null || exit 1; done && exec \"$2\" \"$3\" \"$4\" \"$1/softmax\" \"$1/gla\""
+         COMMAND sh -c "rm -rf \"$1\" && for m in softmax gla; do \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer $m:heads=2 --model lm:dim=16 --steps 4 --eval-every 2 --threads 1 --seeds 0,1,2 --out \"$1/$m\" >/dev/null || exit 1; done && \"$2\" \"$3\" \"$4\" \"$1/softmax\" \"$1/gla\" && mkdir \"$1/out\" && ln -s ../softmax \"$1/out/lm_mha\" && ln -s ../gla \"$1/out/lm_fem_gla\" && SEQMIX=\"$0\" \"$5\" \"$1/out\" 1 lm_table > \"$1/lm_table.md\" && grep -q '^| MHA (softmax attention, RoPE) | 7,392 | .* | (baseline) |$' \"$1/lm_table.md\" && grep -Eq '^\\| FEM-GLA \\(`fem:prior=gla`\\), matched \\| 7,460 \\| .* \\| (below|above|overlap) \\|$' \"$1/lm_table.md\" && echo lm_table: both rows named, MHA the baseline"
                  $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/seeds_table ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/seeds_table_check.py
-                 ${PROJECT_SOURCE_DIR}/scripts/seeds_table.py)
+                 ${PROJECT_SOURCE_DIR}/scripts/seeds_table.py ${PROJECT_SOURCE_DIR}/scripts/three_seeds.sh)
 set_tests_properties(cli.seeds_table_matches_records PROPERTIES LABELS fast TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "seeds_table_check: the table of .* matches their records \\(accuracy, 2 evaluations\\)")
+  PASS_REGULAR_EXPRESSION "seeds_table_check: the table of .* matches their records \\(accuracy, 2 evaluations\\).*lm_table: both rows named, MHA the baseline")
 add_test(NAME cli.match_params_solves_an_option
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --task ${SEQMIX_TINY_RECALL} --mixer gla --match-params fem:prior=softmax --match-option mixer.heads --steps 1 --eval-every 0 --threads 1 --out \"$1\" && grep -q gla:heads=32 \"$1/config.yaml\""
                  $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/match_params)
