@@ -47,7 +47,8 @@ Fixture& fixture() {
     f->record_bytes = read_file(f->record_path.string());
     f->weights_bytes = read_file(f->weights_path.string());
     f->optimizer_bytes = read_file(f->optimizer_path.string());
-    // SEQMIX_FUZZ_WRITE_SEEDS=DIR writes the three seeds (scripts/fuzz.sh keeps them in fuzz/corpus).
+    // SEQMIX_FUZZ_WRITE_SEEDS=DIR writes the three seeds; copy them into fuzz/corpus/fuzz_checkpoint when the
+    // checkpoint format changes.
     if (const char* dir = std::getenv("SEQMIX_FUZZ_WRITE_SEEDS")) {
       std::ofstream(fs::path(dir) / "record.seed", std::ios::binary) << '\0' << f->record_bytes;
       std::ofstream(fs::path(dir) / "weights.seed", std::ios::binary) << '\1' << f->weights_bytes;

@@ -28,11 +28,12 @@ for part in "${parts[@]}"; do
   esac
 done
 seqmix=${SEQMIX:-./build/seqmix}
-[ -x "$seqmix" ] || { echo "three_seeds: build seqmix first (scripts/setup.sh)" >&2; exit 1; }
+need_seqmix() { [ -x "$seqmix" ] || { echo "three_seeds: build seqmix first (scripts/setup.sh)" >&2; exit 1; }; }
 
 train_seeds() {  # NAME CONFIG [seqmix train options]
   local name=$1 config=$2
   shift 2
+  need_seqmix
   echo "== $name: seqmix train --config $config $* --seeds 0,1,2"
   "$seqmix" train --config "$config" "$@" --seeds 0,1,2 --threads "$threads" --out "$out/$name" |
     awk '/^matched/ && !shown++ { print } /over seeds/ { table = 1 } table'  # what --match-params chose, the table
@@ -47,6 +48,7 @@ mad_hyperglu=("hypermlp:variant=R-cg-q-12o,mix_rank=8" "hyperglu:variant=G-cg-q-
 mad_lag=("hypermlp:variant=R-12!" "hypermlp:variant=R-12o!")
 mad_seeds() {  # [seqmix mad options] -- MIXER ...
   local options=() mixers=()
+  need_seqmix
   while [ "$1" != -- ]; do options+=("$1"); shift; done
   shift
   for m in "$@"; do mixers+=(--mixer "$m"); done
@@ -97,13 +99,15 @@ for part in "${parts[@]}"; do
         esac
       done ;;
     lm_table)
-      tables=()
+      tables=() unfinished=()
       for m in "${lm_models[@]}"; do
-        [ -f "$out/lm_$m/seeds.json" ] && tables+=("$out/lm_$m=${lm_labels[$m]}")
+        if [ -f "$out/lm_$m/seeds.json" ]; then tables+=("$out/lm_$m=${lm_labels[$m]}"); else unfinished+=("$m"); fi
       done
       if [ ${#tables[@]} -eq 0 ]; then echo "three_seeds: no Tiny Shakespeare model has finished its seeds in $out" >&2; exit 1; fi
+      [ ${#unfinished[@]} -eq 0 ] || echo "three_seeds: lm_table leaves out the unfinished ${unfinished[*]}" >&2
       baseline=()
-      [ -f "$out/lm_mha/seeds.json" ] && baseline=(--baseline "$out/lm_mha")
+      if [ -f "$out/lm_mha/seeds.json" ]; then baseline=(--baseline "$out/lm_mha")
+      else echo "three_seeds: lm_table has no baseline column: mha has not finished" >&2; fi
       python3 scripts/seeds_table.py "${baseline[@]}" "${tables[@]}" ;;
     summary)
       for f in "$out"/*/seeds.json; do
