@@ -90,6 +90,13 @@ add_test(NAME results.mad_three_seeds_matches_results_md COMMAND ${CMAKE_COMMAND
 set_tests_properties(results.mad_three_seeds_matches_results_md PROPERTIES LABELS fast TIMEOUT 120
   PASS_REGULAR_EXPRESSION "all 7 rows of results.md's MAD table match the kept records")
 
+# results.md's Tiny Shakespeare table over three seeds is three_seeds.sh's lm_table on the kept records (all 11
+# models, every row verbatim and in order).
+add_test(NAME results.lm_three_seeds_matches_results_md COMMAND ${CMAKE_COMMAND} -E env bash -c
+         "d=${SEQMIX_CLI_TMP}/results/lm_three_seeds && rm -rf $d && mkdir -p $d && ${PROJECT_SOURCE_DIR}/scripts/three_seeds.sh ${PROJECT_SOURCE_DIR}/docs/runs/three_seeds 1 lm_table > $d/lm_table.md && exec ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/table_in_results.py ${PROJECT_SOURCE_DIR}/docs/results.md $d/lm_table.md 11")
+set_tests_properties(results.lm_three_seeds_matches_results_md PROPERTIES LABELS fast TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "results.md quotes all 11 rows of the table headed")
+
 # results.md quotes every kept three-seed table (docs/runs/*/*/seeds.json) as its records give it.
 add_test(NAME results.seeds_tables_match_records COMMAND ${SEQMIX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/seeds_in_results.py
          ${PROJECT_SOURCE_DIR}/docs/results.md ${PROJECT_SOURCE_DIR}/docs/runs)
