@@ -9,29 +9,31 @@ set -euo pipefail
 src=${1:?usage: scripts/keep_run_records.sh SRC DEST}
 dest=${2:?usage: scripts/keep_run_records.sh SRC DEST}
 [ -d "$src" ] || { echo "keep_run_records: $src is not a directory" >&2; exit 1; }
-kept=0
-while IFS= read -r -d '' summary; do
-  run=$(dirname "$summary")
-  rel=${run#"$src"}
-  rel=${rel#/}
-  mkdir -p "$dest/$rel"
-  for f in config.yaml metrics.jsonl summary.json; do
-    [ -f "$run/$f" ] || { echo "keep_run_records: $run has summary.json but no $f" >&2; exit 1; }
-    install -m 644 "$run/$f" "$dest/$rel/$f"
-  done
-  kept=$((kept + 1))
-done < <(find "$src" -name summary.json -not -path '*/checkpoints/*' -print0 | sort -z)
-tables=0
-while IFS= read -r -d '' table; do
-  dir=$(dirname "$table")
-  rel=${dir#"$src"}
-  rel=${rel#/}
-  mkdir -p "$dest/$rel"
-  for f in seeds.json seeds.yaml; do
-    if [ -f "$dir/$f" ]; then install -m 644 "$dir/$f" "$dest/$rel/$f"; fi
-  done
-  tables=$((tables + 1))
-done < <(find "$src" -name seeds.json -not -path '*/checkpoints/*' -print0 | sort -z)
+# keep MARKER REQUIRED OPTIONAL: for every folder under SRC holding MARKER (checkpoints aside), copies its
+# REQUIRED files (one missing is an error) and its OPTIONAL ones (when present) to the same path under DEST;
+# sets `found` to the number of such folders.
+keep() {
+  local marker=$1 required=$2 optional=$3 file dir rel f
+  found=0
+  while IFS= read -r -d '' file; do
+    dir=$(dirname "$file")
+    rel=${dir#"$src"}
+    rel=${rel#/}
+    mkdir -p "$dest/$rel"
+    for f in $required; do
+      [ -f "$dir/$f" ] || { echo "keep_run_records: $dir has $marker but no $f" >&2; exit 1; }
+      install -m 644 "$dir/$f" "$dest/$rel/$f"
+    done
+    for f in $optional; do
+      if [ -f "$dir/$f" ]; then install -m 644 "$dir/$f" "$dest/$rel/$f"; fi
+    done
+    found=$((found + 1))
+  done < <(find "$src" -name "$marker" -not -path '*/checkpoints/*' -print0 | sort -z)
+}
+keep summary.json "config.yaml metrics.jsonl summary.json" ""
+kept=$found
+keep seeds.json "seeds.json" "seeds.yaml"
+tables=$found
 for f in mad.md mad.json; do
   if [ -f "$src/$f" ]; then install -m 644 "$src/$f" "$dest/$f"; fi
 done
