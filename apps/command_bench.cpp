@@ -33,6 +33,7 @@ namespace {
 
 struct BenchArgs {
   std::string op, model, shape, impl;
+  std::string dtype = "fp32";  // bf16: each case in fp32 and in bf16, side by side
   std::vector<std::string> configs;
   int repeats = 5, warmup = 2, threads = 0;
   bool backward = false, json = false, child_case = false;
@@ -41,11 +42,12 @@ struct BenchArgs {
   std::string child_result;  // where rank 0 of that job writes its timings (JSON)
 };
 
-// One (op or mixer, impl) to time: impl is "fused", "naive", "torch" or "" (a mixer without the option, a config);
-// spec is the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list several),
-// config the run config's path (--config only, possibly several).
+// One (op or mixer, impl, dtype) to time: impl is "fused", "naive", "torch" or "" (a mixer without the option, a
+// config); spec is the mixer's spec with its impl (--model only), op the op's name (--op only; --op may list
+// several), config the run config's path (--config only, possibly several); dtype fp32 or bf16.
 struct PlannedCase {
   std::string impl, spec, op, config;
+  Precision dtype = Precision::fp32;
 };
 
 // What the first case is compared with: the same op or config (the mixer cases share the empty key).
@@ -99,7 +101,8 @@ std::vector<std::string> parse_impls(const std::string& text) {
 }
 
 // --model: the spec's own impl= wins (a different --impl is an error); otherwise one case per --impl, by
-// default fused and naive when the mixer has an impl option, else the spec as it is.
+// default those of fused and naive the mixer's impl option offers (the delta rule: naive only), else the spec as
+// it is.
 std::vector<PlannedCase> model_cases(const std::string& spec_text, const std::string& impl_flag) {
   Spec spec = Spec::parse(spec_text);
   for (const auto& [key, value] : spec.options) {
@@ -111,14 +114,19 @@ std::vector<PlannedCase> model_cases(const std::string& spec_text, const std::st
     return {{value, spec_text}};
   }
   const ComponentInfo& info = find_component(mixer_infos(), "mixer", spec.name);
-  const bool has_impl =
-      std::any_of(info.options.begin(), info.options.end(), [](const OptionInfo& o) { return o.key == "impl"; });
+  const auto impl_option =
+      std::find_if(info.options.begin(), info.options.end(), [](const OptionInfo& o) { return o.key == "impl"; });
+  const bool has_impl = impl_option != info.options.end();
   if (!has_impl && !impl_flag.empty())
     throw Error("mixer " + spec.name + " has no fused and naive implementations (no 'impl' option); drop --impl");
   component_options(mixer_infos(), "mixer", spec_text);
   if (!has_impl) return {{"", spec_text}};
+  std::vector<std::string> offered;
+  for (const std::string impl : {"fused", "naive"})
+    if (std::find(impl_option->choices.begin(), impl_option->choices.end(), impl) != impl_option->choices.end())
+      offered.push_back(impl);
   std::vector<PlannedCase> cases;
-  for (const auto& impl : parse_impls(impl_flag.empty() ? "fused,naive" : impl_flag)) {
+  for (const auto& impl : parse_impls(impl_flag.empty() ? join(offered, ",") : impl_flag)) {
     Spec with_impl = spec;
     with_impl.options.emplace_back("impl", impl);
     cases.push_back({impl, with_impl.str()});
@@ -159,6 +167,18 @@ BenchPlan make_plan(const BenchArgs& a) {
   } else {
     plan.cases = model_cases(a.model, a.impl);
   }
+  // --dtype bf16: each case in bf16 right after its fp32 twin, the baseline it is compared with (a child process
+  // times the one dtype it is given).
+  if (parse_precision(a.dtype, "--dtype") == Precision::bf16) {
+    if (!a.nproc.empty()) throw Error("--nproc times float32 training; drop --dtype bf16");
+    std::vector<PlannedCase> both;
+    for (const auto& c : plan.cases) {
+      if (!a.child_case) both.push_back(c);
+      both.push_back(c);
+      both.back().dtype = Precision::bf16;
+    }
+    plan.cases = both;
+  }
   return plan;
 }
 
@@ -174,7 +194,7 @@ std::string case_name(const BenchArgs& a, const BenchPlan& plan, const PlannedCa
   const std::string what = !c.op.empty()     ? "op " + c.op + " (" + c.impl + ")"
                            : !c.config.empty() ? "config " + c.config
                                                : "mixer " + c.spec;
-  return what + " at shape " + shape_text(plan.shape);
+  return what + " at shape " + shape_text(plan.shape) + (c.dtype == Precision::bf16 ? " in bf16" : "");
 }
 
 // The child's side: time the one case and print its timings and peak resident memory as one JSON line.
@@ -182,9 +202,10 @@ int run_child_case(const BenchArgs& a, const BenchPlan& plan) {
   if (plan.cases.size() != 1) throw Error("--child-case runs exactly one case");
   const PlannedCase& c = plan.cases.front();
   const auto& s = plan.shape;
-  BenchCase bench_case = !c.op.empty()     ? make_op_case(c.op, c.impl, op_shape(s))
-                         : !c.config.empty() ? make_language_model_case(language_model_setup(c.config), s[0], s[1])
-                                             : make_mixer_case(c.spec, s[0], s[1], s[2]);
+  BenchCase bench_case = !c.op.empty() ? make_op_case(c.op, c.impl, op_shape(s), c.dtype)
+                         : !c.config.empty()
+                             ? make_language_model_case(language_model_setup(c.config), s[0], s[1], c.dtype)
+                             : make_mixer_case(c.spec, s[0], s[1], s[2], c.dtype);
   const BenchTimes times = time_case(bench_case, {a.warmup, a.repeats, a.backward}, case_name(a, plan, c));
   nlohmann::json j = {{"fwd_ms", times.fwd_ms}, {"peak_mb", peak_resident_mib()}};
   if (times.fwdbwd_ms) j["fwdbwd_ms"] = *times.fwdbwd_ms;
@@ -249,7 +270,7 @@ ChildOutput run_self(const std::vector<std::string>& args) {
 CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
   std::vector<std::string> args = {"seqmix", "bench", "--child-case", "--shape", shape_text(plan.shape)};
   args.insert(args.end(), {"--repeats", std::to_string(a.repeats), "--warmup", std::to_string(a.warmup)});
-  args.insert(args.end(), {"--threads", std::to_string(a.threads)});
+  args.insert(args.end(), {"--threads", std::to_string(a.threads), "--dtype", precision_name(c.dtype)});
   if (!c.op.empty()) {
     args.insert(args.end(), {"--op", c.op, "--impl", c.impl});
   } else if (!c.config.empty()) {
@@ -324,6 +345,7 @@ void print_json(const BenchArgs& a, const BenchPlan& plan, const std::vector<Cas
       j["model"] = c.spec;
     }
     j["impl"] = c.impl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.impl);
+    j["dtype"] = precision_name(c.dtype);
     j["shape"] = plan.shape;
     j["fwd_ms"] = rounded(t.fwd_ms, 4);
     if (t.fwdbwd_ms) j["fwdbwd_ms"] = rounded(*t.fwdbwd_ms, 4);
@@ -346,9 +368,9 @@ void print_speedup(const std::string& x, double x_ms, const std::string& y, doub
     std::printf("%s is %.1fx slower than %s (%s)\n", x.c_str(), 1 / ratio, y.c_str(), pass);
 }
 
-// Ratios measured in this run: fused against each other impl (naive, torch) of the same op or mixer, and with several
-// ops or configs, the first against each later one with the same impl ("ela (fused) is 6.1x faster than
-// attention (fused)").
+// Ratios measured in this run: fused against each other impl (naive, torch) of the same op or mixer, with several
+// ops or configs the first against each later one with the same impl ("ela (fused) is 6.1x faster than
+// attention (fused)"), each in the same dtype; and with --dtype bf16 each case in bf16 against itself in fp32.
 void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results, bool backward) {
   auto compare = [&](size_t i, size_t j, const std::string& x, const std::string& y) {
     print_speedup(x, results[i].times.fwd_ms, y, results[j].times.fwd_ms, "fwd");
@@ -356,28 +378,41 @@ void print_ratios(const BenchPlan& plan, const std::vector<CaseResult>& results,
   };
   const auto& cases = plan.cases;
   const bool several_ops = !cases.empty() && compared_key(cases.back()) != compared_key(cases.front());
+  const bool several_dtypes = !cases.empty() && cases.back().dtype != cases.front().dtype;
+  const auto in_dtype = [&](const PlannedCase& c, const std::string& label) {
+    return several_dtypes ? label + " " + precision_name(c.dtype) : label;
+  };
   for (size_t i = 0; i < cases.size(); ++i)
     for (size_t j = 0; j < cases.size(); ++j) {
-      if (cases[i].op != cases[j].op || cases[i].impl != "fused" || cases[j].impl.empty() || cases[j].impl == "fused")
+      if (cases[i].op != cases[j].op || cases[i].dtype != cases[j].dtype || cases[i].impl != "fused" ||
+          cases[j].impl.empty() || cases[j].impl == "fused")
         continue;
-      compare(i, j, several_ops ? cases[i].op + " fused" : "fused",
-              several_ops ? cases[j].op + " " + cases[j].impl : cases[j].impl);
+      compare(i, j, in_dtype(cases[i], several_ops ? cases[i].op + " fused" : "fused"),
+              in_dtype(cases[j], several_ops ? cases[j].op + " " + cases[j].impl : cases[j].impl));
     }
-  if (!several_ops) return;
-  for (size_t j = 0; j < cases.size(); ++j)
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const std::string first = compared_key(cases.front());
-      if (compared_key(cases[i]) != first || compared_key(cases[j]) == first || cases[i].impl != cases[j].impl) continue;
-      auto label = [](const PlannedCase& c) { return c.impl.empty() ? compared_key(c) : c.op + " (" + c.impl + ")"; };
-      compare(i, j, label(cases[i]), label(cases[j]));
+  auto label = [](const PlannedCase& c) { return c.impl.empty() ? compared_key(c) : c.op + " (" + c.impl + ")"; };
+  if (several_ops)
+    for (size_t j = 0; j < cases.size(); ++j)
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const std::string first = compared_key(cases.front());
+        if (compared_key(cases[i]) != first || compared_key(cases[j]) == first || cases[i].impl != cases[j].impl ||
+            cases[i].dtype != cases[j].dtype)
+          continue;
+        compare(i, j, in_dtype(cases[i], label(cases[i])), in_dtype(cases[j], label(cases[j])));
+      }
+  // make_plan puts each bf16 case right after its fp32 twin.
+  for (size_t i = 1; i < cases.size(); ++i)
+    if (cases[i].dtype == Precision::bf16 && cases[i - 1].dtype == Precision::fp32) {
+      const std::string what = cases[i].spec.empty() ? label(cases[i]) : cases[i].spec;
+      compare(i, i - 1, what + " bf16", "fp32");
     }
 }
 
 void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<CaseResult>& results, double ref_gflops) {
   const double tokens = static_cast<double>(plan.shape[0] * plan.shape[1]);
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({!a.op.empty() ? "op" : !a.configs.empty() ? "config" : "mixer", "impl", "shape", "fwd ms", "tokens/s",
-                  "GFLOP/s"});
+  rows.push_back({!a.op.empty() ? "op" : !a.configs.empty() ? "config" : "mixer", "impl", "dtype", "shape", "fwd ms",
+                  "tokens/s", "GFLOP/s"});
   if (a.backward) rows.back().insert(rows.back().end(), {"fwd+bwd ms", "tokens/s", "GFLOP/s"});
   rows.back().push_back("peak MiB");
   for (size_t i = 0; i < results.size(); ++i) {
@@ -389,6 +424,7 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
     const auto& c = plan.cases[i];
     std::vector<std::string> row = {!c.op.empty() ? c.op : !c.config.empty() ? c.config : c.spec,
                                     plan.cases[i].impl.empty() ? "-" : plan.cases[i].impl,
+                                    precision_name(c.dtype),
                                     shape_text(plan.shape),
                                     fixed(t.fwd_ms, 3),
                                     fixed(tokens / (t.fwd_ms / 1e3), 0),
@@ -406,7 +442,7 @@ void print_table(const BenchArgs& a, const BenchPlan& plan, const std::vector<Ca
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
       const size_t pad = width[c] - row[c].size();
-      line += c < 3 ? row[c] + std::string(pad, ' ') : std::string(pad, ' ') + row[c];  // text left, numbers right
+      line += c < 4 ? row[c] + std::string(pad, ' ') : std::string(pad, ' ') + row[c];  // text left, numbers right
       if (c + 1 < row.size()) line += "  ";
     }
     std::printf("%s\n", line.c_str());
@@ -550,6 +586,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "comma-separated impls: fused, naive, torch (PyTorch's own kernel: attention and softmax only); "
                   "default fused,naive (for --model, when the mixer has an impl option)");
   sub->add_flag("--backward", a->backward, "also time forward+backward");
+  sub->add_option("--dtype", a->dtype,
+                  "fp32 (default), or bf16: each case also in bfloat16 next to its fp32 row (ops: bf16 inputs; "
+                  "--model and --config: bfloat16 autocast over fp32 weights, as train --dtype bf16)");
   sub->add_flag("--json", a->json, "one JSON object per line");
   sub->add_option("--repeats", a->repeats, "timed runs (the median is reported)")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "untimed runs first")->capture_default_str();

@@ -33,7 +33,7 @@ void add_eval_command(CLI::App& app, Action& action) {
     action = [a] {
       int64_t step = 0;
       Run run = load_run(a->run, a->threads, a->step, step, a->weights, a->task_options);
-      const Metrics m = evaluate(*run.model, *run.task);
+      const Metrics m = evaluate(*run.model, *run.task, nullptr, run.train.precision);
       if (a->json) {
         nlohmann::json j = {{"run", a->run}};
         if (a->weights.empty()) j["step"] = step;

@@ -41,7 +41,10 @@ int run_generate(const GenerateArgs& a) {
   sampling.temperature = a.temperature;
   sampling.top_k = a.top_k;
   sampling.seed = a.seed;
-  const auto out = model->generate(prompt_tokens, a.tokens, sampling);
+  const auto out = [&] {
+    const AutocastGuard autocast(run.train.precision);  // decode as the run trained (train.dtype)
+    return model->generate(prompt_tokens, a.tokens, sampling);
+  }();
   for (int64_t s = 0; s < a.samples; ++s) {
     auto row = out[s].contiguous();
     std::vector<int64_t> all(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());

@@ -355,6 +355,8 @@ void add_train_command(CLI::App& app, Action& action) {
        "start a new run from the weights of a run's latest checkpoint (RUN, or RUN@STEP) or of a safetensors "
        "weights file; not its optimizer state, step or random numbers"},
       {"--threads", "threads", "intra-op threads (0 = all hardware threads)"},
+      {"--dtype", "train.dtype",
+       "fp32, or bf16: forward passes under bfloat16 autocast; weights, optimizer state and checkpoints stay fp32"},
   };
   for (const auto& [flag, key, help] : flags)
     sub->add_option_function<std::string>(

@@ -2,6 +2,7 @@
 are real nn.Parameters shared with the C++ module, causal mixers decode token by token, and a `seqmix train`
 run loads into Python with the loss and the samples the CLI gives."""
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -12,7 +13,8 @@ import torch
 import seqmix
 
 DIM, MAX_LEN, T = 16, 16, 10
-# Registry names whose defaults do not fit a 16-wide model (HyperMLP's default variant mixes over 384 rows).
+# Registry names whose defaults at width 16 leave softmax's budget no room (they build the smallest layer of their
+# label, with a warning); the over-budget labels say so in their name.
 SMALL = {"hypermlp": "hypermlp:variant=R-cg-12o!", "hyperglu": "hyperglu:variant=G-cg-12o!"}
 
 
@@ -129,6 +131,63 @@ class EveryRegistryEntry(unittest.TestCase):
             seqmix.ChannelMixer("none", DIM)
         with self.assertRaisesRegex(RuntimeError, "needs an lm model"):
             seqmix.Model("probe", ["softmax:heads=2"], input_features=4, output_features=4, seq_len=T).init_state(1)
+
+
+class ReducedPrecision(unittest.TestCase):
+    """The C++ layers reach their ops through the dispatcher, so a bf16/fp16 module and an fp32 module under
+    torch.autocast run (tests/layers/reduced_precision_test.cpp measures how close to fp32 over the registry)."""
+
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def test_every_mixer_as_a_bf16_and_fp16_module_forwards_backwards_and_decodes(self):
+        for dtype, eps in ((torch.bfloat16, 2 ** -7), (torch.float16, 2 ** -10)):
+            for spec in mixer_specs():
+                with self.subTest(spec=spec, dtype=dtype):
+                    torch.manual_seed(1)
+                    reference = seqmix.Mixer(spec, 32, MAX_LEN)
+                    torch.manual_seed(1)
+                    mixer = seqmix.Mixer(spec, 32, MAX_LEN).to(dtype)
+                    self.assertTrue(all(p.dtype == dtype for p in mixer.parameters()))
+                    x = torch.randn(2, T, 32).to(dtype).requires_grad_()
+                    y = mixer(x)
+                    self.assertEqual(y.dtype, dtype)
+                    expected = reference(x.detach().float())
+                    self.assertLess(((y.float() - expected).norm() / expected.norm()).item(), 8 * eps)
+                    y.float().square().mean().backward()
+                    self.assertEqual(x.grad.dtype, dtype)
+                    self.assertTrue(all(torch.isfinite(p.grad).all() for p in mixer.parameters() if p.grad is not None))
+                    if mixer.is_causal:
+                        with torch.no_grad():
+                            state = mixer.init_state(2)
+                            steps = torch.stack([mixer.step(x[:, t].detach(), state) for t in range(T)], 1)
+                        self.assertEqual(steps.dtype, dtype)
+                        self.assertLess(((steps.float() - expected).norm() / expected.norm()).item(), 8 * eps)
+
+    def test_a_model_of_mixers_trains_under_autocast(self):
+        """The user's loop: a two-block model of seqmix.Mixers trained by plain PyTorch under bf16 autocast, for every
+        registered mixer; the fp32 weights take float32 gradients and the loss falls."""
+        for spec in mixer_specs():
+            with self.subTest(spec=spec):
+                torch.manual_seed(0)
+                model = torch.nn.Sequential(seqmix.Mixer(spec, 32, MAX_LEN), torch.nn.LayerNorm(32),
+                                            seqmix.Mixer(spec, 32, MAX_LEN), torch.nn.Linear(32, 32))
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+                x = torch.randn(4, T, 32)
+                target = torch.roll(x, 1, dims=1)
+                losses = []
+                for _ in range(8):
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        y = model(x)
+                    loss = torch.nn.functional.mse_loss(y.float(), target)
+                    opt.zero_grad()
+                    loss.backward()
+                    grads = [p.grad for p in model.parameters() if p.grad is not None]
+                    self.assertTrue(all(g.dtype == torch.float32 for g in grads))
+                    opt.step()
+                    losses.append(loss.item())
+                self.assertTrue(all(math.isfinite(v) for v in losses), losses)
+                self.assertLess(losses[-1], losses[0])
 
 
 class ParametersAreTheCppTensors(unittest.TestCase):

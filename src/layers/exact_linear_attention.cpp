@@ -70,7 +70,8 @@ torch::Tensor ExactLinearAttentionImpl::attention_weights(const torch::Tensor& x
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
   return DecodeState::of(
-      ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_, qkv->weight.options()));
+      ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
+                             recurrent_state_options(qkv->weight.options())));
 }
 
 torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "seqmix/io/error.h"
+#include "seqmix/io/printable.h"
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
 #include "seqmix/modules/rotary.h"
@@ -46,7 +47,7 @@ HyperMlpImpl::HyperMlpImpl(std::string kind, const HyperMlpOptions& options)
     conv_v = register_module("conv_v", CausalDepthwiseConv(options.dim, kConvKernel, kInitStd));
   }
   auto make_mixing = [&](const std::string& name, int64_t heads) {
-    const int64_t L = options.max_len, r = options.mix_rank;
+    const int64_t L = options.max_len, r = ranks_.mix_rank;
     ops::HyperMixing m;
     m.diag = register_parameter(name + "_diag", torch::zeros({heads, L}));
     m.U = register_parameter(name + "_U", torch::randn({heads, L, r}) * kInitStd);
@@ -54,11 +55,11 @@ HyperMlpImpl::HyperMlpImpl(std::string kind, const HyperMlpOptions& options)
     return m;
   };
   if (v.mix_before) {
-    control1 = register_module("control1", linear(options.dim, score_heads_ * options.mix_rank, true));
+    control1 = register_module("control1", linear(options.dim, score_heads_ * ranks_.mix_rank, true));
     mix1 = make_mixing("mix1", score_heads_);
   }
   if (v.mix_after) {
-    control2 = register_module("control2", linear(options.dim, options.heads * options.mix_rank, true));
+    control2 = register_module("control2", linear(options.dim, options.heads * ranks_.mix_rank, true));
     mix2 = make_mixing("mix2", options.heads);
   }
   read_options_.activation = v.base == 'S'   ? ops::HyperActivation::softmax
@@ -68,6 +69,19 @@ HyperMlpImpl::HyperMlpImpl(std::string kind, const HyperMlpOptions& options)
   read_options_.eps = options.eps;
   read_options_.block = options.block;
   read_options_.scale = v.base == 'S' ? 1.0 / std::sqrt(double(ranks_.qk_rank / score_heads_)) : 1.0;
+  if (v.mixes() && options.mix_rank == 0 && ranks_.parameters > ranks_.budget)
+    TORCH_WARN("mixer ", this->kind(), " (variant ", v.label, "): at width ", options.dim, " and max_len ",
+               options.max_len, " even mix_rank 1 outgrows softmax attention's ", with_commas(ranks_.budget),
+               " parameters; built the smallest layer of the label (mix_rank 1, ", with_commas(ranks_.parameters),
+               " parameters, convs aside)");
+}
+
+void HyperMlpImpl::pretty_print(std::ostream& stream) const {
+  stream << kind() << "(variant=" << options_.variant.label << ", qk_rank=" << ranks_.qk_rank
+         << ", vo_rank=" << ranks_.vo_rank;
+  if (options_.variant.mixes()) stream << ", mix_rank=" << ranks_.mix_rank << ", max_len=" << options_.max_len;
+  stream << ", " << with_commas(ranks_.parameters) << " parameters without the convs, softmax attention's "
+         << with_commas(ranks_.budget) << (ranks_.parameters > ranks_.budget ? ": over budget)" : ")");
 }
 
 void HyperMlpImpl::check_length(int64_t positions) const {
@@ -170,6 +184,11 @@ std::vector<std::string> hyper_notes(bool glu) {
   notes.push_back("  " + line);
   notes.push_back("Grammar: Base[-Feat][-Rank][-Mix][!]; Feat from p (RoPE), c (KV conv), g (gates); Rank q|v "
                   "(matched budget); Mix 1|2|12 (+o lag layout); ! no compression.");
+  notes.push_back("mix_rank=0 (the default) takes the paper's r_s = 16 where the matched budget leaves room for "
+                  "it, else the largest r_s that leaves one QK (q) or VO (v) rank step; where even r_s = 1 outgrows "
+                  "softmax's 4 d^2 (a narrow layer over a long max_len) it builds the smallest layer of the label, "
+                  "r_s = 1 and one rank step, over budget, and warns; the layer's description gives its ranks and "
+                  "parameters against the budget.");
   return notes;
 }
 
@@ -185,7 +204,10 @@ std::vector<Field<O>> hyper_fields(const std::string& name) {
                              }
                            }),
           Field<O>::integer("heads", &O::heads, "value heads (the paper fixes 2; G has 2 score heads per value head)", 1),
-          Field<O>::integer("mix_rank", &O::mix_rank, "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12)", 1),
+          Field<O>::integer("mix_rank", &O::mix_rank,
+                            "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12); 0 = 16, or the largest that "
+                            "fits a matched budget",
+                            0),
           Field<O>::integer("max_len", &O::max_len, "positions the mixing parameters cover (0 = the model's length)", 0),
           Field<O>::integer("qk_rank", &O::qk_rank, "total QK rank by hand (0 = from the label; '!' labels only)", 0),
           Field<O>::integer("vo_rank", &O::vo_rank, "total VO rank by hand (0 = from the label; '!' labels only)", 0),

@@ -137,7 +137,7 @@ HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& v, 
                                int64_t qk_rank, int64_t vo_rank) {
   const std::string who = "mixer " + mixer + " (variant " + v.label + ")";
   if (s.heads <= 0) throw Error(who + ": heads must be positive");
-  if (v.mixes() && s.mix_rank <= 0) throw Error(who + ": mix_rank must be positive");
+  if (v.mixes() && s.mix_rank < 0) throw Error(who + ": mix_rank must be >= 0 (0 = chosen to fit)");
   if (v.mixes() && s.max_len <= 0)
     throw Error(who + ": temporal mixing stores its parameters per position and needs max_len (the model's "
                 "sequence length, or max_len=N)");
@@ -150,10 +150,21 @@ HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& v, 
   ranks.budget = softmax_attention_parameters(s.dim, s.bias);
   ranks.qk_rank = qk_rank > 0 ? qk_rank : s.dim;
   ranks.vo_rank = vo_rank > 0 ? vo_rank : s.dim;
+  HyperShape shape = s;
+  const bool choose_mix_rank = v.mixes() && s.mix_rank == 0;
+  if (choose_mix_rank) shape.mix_rank = kPaperMixRank;
   const bool match_qk = v.budget == HyperVariant::Budget::match_qk;
   if (match_qk || v.budget == HyperVariant::Budget::match_vo) {
     const int64_t unit = match_qk ? qk_unit : vo_unit;
-    const int64_t rank = largest_fitting_rank(v, s, unit, match_qk, ranks.budget);
+    int64_t rank = largest_fitting_rank(v, shape, unit, match_qk, ranks.budget);
+    if (rank == 0 && choose_mix_rank) {
+      // The largest mixing rank that leaves room; else the smallest layer of the label, over budget.
+      for (int64_t r = kPaperMixRank - 1; r >= 1 && rank == 0; --r) {
+        shape.mix_rank = r;
+        rank = largest_fitting_rank(v, shape, unit, match_qk, ranks.budget);
+      }
+      if (rank == 0) shape.mix_rank = 1, rank = unit;
+    }
     if (rank == 0) {
       std::string advice;
       for (int64_t r = s.mix_rank - 1; v.mixes() && r >= 1 && advice.empty(); --r) {
@@ -166,14 +177,17 @@ HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& v, 
       }
       HyperVariant over = v;
       over.budget = HyperVariant::Budget::over;
+      const std::string mixing =
+          v.mixes() ? " and max_len " + std::to_string(s.max_len) + " with mix_rank=" + std::to_string(s.mix_rank) : "";
       throw Error(who + ": cannot match softmax attention's " + with_commas(ranks.budget) + " parameters at width " +
-                  std::to_string(s.dim) + (v.mixes() ? " and max_len " + std::to_string(s.max_len) : "") +
-                  ": the rest of the layer leaves no room for a " + (match_qk ? "QK" : "VO") + " rank of " +
-                  std::to_string(unit) + "; use " + advice + "a wider model, or the over-budget label " +
+                  std::to_string(s.dim) + mixing + ": the rest of the layer leaves no room for a " +
+                  (match_qk ? "QK" : "VO") + " rank of " + std::to_string(unit) + "; use " + advice +
+                  (v.mixes() ? "mix_rank=0 (chosen to fit), " : "") + "a wider model, or the over-budget label " +
                   label_of(over));
     }
     (match_qk ? ranks.qk_rank : ranks.vo_rank) = rank;
   }
+  ranks.mix_rank = v.mixes() ? shape.mix_rank : 0;
   if (ranks.qk_rank % qk_unit != 0)
     throw Error(who + ": qk_rank " + std::to_string(ranks.qk_rank) + " must be a multiple of " +
                 std::to_string(qk_unit) + " (" + std::to_string(score_heads) + " score heads" +
@@ -181,7 +195,7 @@ HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& v, 
   if (ranks.vo_rank % vo_unit != 0)
     throw Error(who + ": vo_rank " + std::to_string(ranks.vo_rank) + " must be a multiple of heads=" +
                 std::to_string(s.heads));
-  ranks.parameters = hyper_parameter_count(v, s, ranks.qk_rank, ranks.vo_rank);
+  ranks.parameters = hyper_parameter_count(v, shape, ranks.qk_rank, ranks.vo_rank);
   return ranks;
 }
 

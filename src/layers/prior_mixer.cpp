@@ -34,7 +34,7 @@ void PriorMixerImpl::create(const std::string& prior, PriorConfig config, bool b
 torch::Tensor PriorMixerImpl::forward(const torch::Tensor& x) {
   check_input(x);
   const auto in = prior_->prepare(x, {}, {}, int64_t{0});
-  return out(merge_heads(prior_->read(in.values, in)));
+  return out(merge_heads(prior_->read_in_float32(in.values, in)));
 }
 
 bool PriorMixerImpl::packs_natively() const { return prior_->reads_packed(); }
@@ -44,7 +44,7 @@ torch::Tensor PriorMixerImpl::forward_packed(const torch::Tensor& x, const torch
   check_packed_input(x, cu_seqlens);
   auto in = prior_->prepare(x, {}, {}, packed_positions(cu_seqlens, x.size(1)));
   in.cu_seqlens = cu_seqlens;
-  return out(merge_heads(prior_->read(in.values, in)));
+  return out(merge_heads(prior_->read_in_float32(in.values, in)));
 }
 
 DecodeState PriorMixerImpl::init_state(int64_t batch) const {
@@ -55,7 +55,7 @@ DecodeState PriorMixerImpl::init_state(int64_t batch) const {
 torch::Tensor PriorMixerImpl::step(const torch::Tensor& x_t, DecodeState& state) {
   check_step_input(x_t);
   const auto in = prior_->prepare(x_t.unsqueeze(1), {}, {}, state.position);
-  auto y = prior_->step(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
+  auto y = prior_->step_in_float32(in.values.squeeze(1), in, state.data);  // the prior checks the state is its own
   state.position += 1;
   return out(merge_heads(y));
 }

@@ -13,7 +13,7 @@ ReluAttentionImpl::ReluAttentionImpl(const ReluAttentionOptions& options)
 
 torch::Tensor ReluAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, bool causal) {
-  return ops::relu_attention_naive(q, k, v, causal, eps_);
+  return ops::relu_attention(q, k, v, causal, eps_);
 }
 
 namespace {

@@ -71,7 +71,7 @@ struct SsmState {
 }  // namespace
 
 DecodeState SelectiveSSMImpl::init_state(int64_t batch) const {
-  SsmState s{torch::zeros({batch, inner_, options_.state}, A_log.options()), {}};
+  SsmState s{torch::zeros({batch, inner_, options_.state}, recurrent_state_options(A_log.options())), {}};
   if (options_.conv > 0) s.conv = conv->initial_window(batch);
   return DecodeState::of(std::move(s));
 }

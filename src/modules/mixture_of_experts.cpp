@@ -41,8 +41,13 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MixtureOfExpertsOptions& o) : o
 }
 
 Routing MixtureOfExpertsImpl::route(const torch::Tensor& tokens) const {
+  // In float32 at least, autocast off (Switch Transformer's selective precision): a top-k choice made on logits
+  // rounded to bfloat16 flips at near ties, and the probabilities feed the balance loss.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const auto type = torch::promote_types(tokens.scalar_type(), torch::kFloat);
   Routing r;
-  r.probs = torch::softmax(torch::nn::functional::linear(tokens, router->weight, router->bias), -1);
+  r.probs = torch::softmax(
+      torch::nn::functional::linear(tokens.to(type), router->weight.to(type), router->bias.to(type)), -1);
   auto top = r.probs.topk(options_.top_k, -1);
   r.indices = std::get<1>(top);
   // Top-2 and up: renormalised to sum to 1 (the authors' code). Top-1 keeps the raw probability
@@ -73,7 +78,7 @@ torch::Tensor MixtureOfExpertsImpl::forward(const torch::Tensor& x) {
     if (options_.label == Label::outer) contribution = score * out + labels()[e];
     else if (options_.label == Label::inner) contribution = score * (out + labels()[e]);
     else contribution = score * out;
-    y = y.index_add(0, rows, contribution);
+    y = y.index_add(0, rows, contribution.to(y.scalar_type()));
   }
   last_aux_loss_ = options_.aux_weight * load_balance_loss(routing.probs, routing.indices, options_.experts);
   if (options_.skip) y = y + tokens;

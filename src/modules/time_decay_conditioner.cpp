@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "seqmix/modules/decode_state.h"
 #include "seqmix/modules/init.h"
 #include "seqmix/ops/gla.h"
 
@@ -48,7 +49,7 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
 }
 
 ops::LinearAttentionState TimeDecayConditionerImpl::init_state(int64_t batch) const {
-  return ops::linear_attention_initial_state(batch, hidden_, 1, 1, output.options());
+  return ops::linear_attention_initial_state(batch, hidden_, 1, 1, recurrent_state_options(output.options()));
 }
 
 torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, ops::LinearAttentionState& state,

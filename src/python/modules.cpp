@@ -269,7 +269,8 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
                       const at::Tensor& targets) { return self->run.task->loss(outputs, Batch{inputs, targets}); })
       .def("metrics", [](const c10::intrusive_ptr<BoundRun>& self) {
         c10::Dict<std::string, double> out;
-        for (const auto& [k, v] : evaluate(*self->run.model, *self->run.task)) out.insert(k, v);
+        for (const auto& [k, v] : evaluate(*self->run.model, *self->run.task, nullptr, self->run.train.precision))
+          out.insert(k, v);
         return out;
       })
       .def("encode", [](const c10::intrusive_ptr<BoundRun>& self, const std::string& text) {

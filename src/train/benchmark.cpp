@@ -49,18 +49,24 @@ std::vector<std::string> bench_op_names() {
   return names;
 }
 
-BenchCase::BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves)
-    : forward_(std::move(forward)), leaves_(std::move(leaves)) {}
+BenchCase::BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves,
+                     Precision autocast)
+    : forward_(std::move(forward)), leaves_(std::move(leaves)), autocast_(autocast) {}
 
 std::vector<at::Tensor> BenchCase::forward() const {
   torch::NoGradGuard no_grad;
+  const AutocastGuard autocast(autocast_);
   return forward_();
 }
 
 void BenchCase::forward_backward() {
   for (auto& l : leaves_) l.mutable_grad().reset();
   Tensors outputs;
-  for (auto& o : forward_())
+  const Tensors all = [&] {
+    const AutocastGuard autocast(autocast_);
+    return forward_();
+  }();
+  for (const auto& o : all)
     if (o.requires_grad()) outputs.push_back(o);
   if (upstream_.empty())
     for (const auto& o : outputs) upstream_.push_back(torch::randn_like(o));
@@ -74,15 +80,18 @@ void BenchCase::check_finite(const std::string& what) const {
     if (l.grad().defined() && !all_finite(l.grad())) throw Error(what + " returned non-finite gradients");
 }
 
-BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape) {
+BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape, Precision precision) {
   const ops::BenchCaseDeclaration& declaration = ops::bench_case(op);
   const ops::Impl chosen = ops::check_impl(ops::parse_impl(impl), declaration.impls, op);
   torch::manual_seed(0);
   ops::OpCase inputs = declaration.make(chosen, shape);
+  // In place, so the case's forward, which holds the same tensors, reads them in bfloat16.
+  if (precision == Precision::bf16)
+    for (auto& l : inputs.leaves) l.set_data(l.detach().to(torch::kBFloat16));
   return BenchCase(std::move(inputs.run), std::move(inputs.leaves));
 }
 
-BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim) {
+BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim, Precision precision) {
   torch::manual_seed(0);
   MixerContext context;
   context.dim = dim;
@@ -91,7 +100,7 @@ BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, 
   const auto x = leaf(torch::randn({batch, length, dim}));
   Tensors leaves = mixer->parameters();
   leaves.push_back(x);
-  return BenchCase([mixer, x] { return Tensors{mixer->forward(x)}; }, std::move(leaves));
+  return BenchCase([mixer, x] { return Tensors{mixer->forward(x)}; }, std::move(leaves), precision);
 }
 
 LanguageModelSetup language_model_setup(const std::string& config_path) {
@@ -112,7 +121,8 @@ LanguageModelSetup language_model_setup(const std::string& config_path) {
   return setup;
 }
 
-BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length) {
+BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length,
+                                   Precision precision) {
   if (length > setup.seq_len)
     throw Error("--shape T=" + std::to_string(length) + " is longer than the config's seq_len " +
                 std::to_string(setup.seq_len) + ", which sizes its model");
@@ -123,7 +133,7 @@ BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batc
   context.mixers = setup.mixers;
   const SequenceModel model = build_model(setup.model_spec, context);
   const auto tokens = torch::randint(setup.vocab_size, {batch, length}, torch::kLong);
-  return BenchCase([model, tokens] { return Tensors{model->forward(tokens)}; }, model->parameters());
+  return BenchCase([model, tokens] { return Tensors{model->forward(tokens)}; }, model->parameters(), precision);
 }
 
 BenchTimes time_case(BenchCase& bench_case, const BenchSettings& settings, const std::string& what) {

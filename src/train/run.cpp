@@ -48,6 +48,8 @@ std::vector<OptionInfo> run_config_schema() {
       OptionInfo::integer("train.keep_checkpoints", 3, "checkpoints kept (the newest)", 1),
       OptionInfo::flag("train.skip_nonfinite", false,
                        "skip and count steps whose loss or gradient is NaN or Inf (default: stop, naming it)"),
+      OptionInfo::choice("train.dtype", "fp32", precision_names(),
+                         "forward passes in fp32, or bf16 under autocast (weights, optimizer and checkpoints stay fp32)"),
   };
 }
 
@@ -123,6 +125,7 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   t.checkpoint_every = config.integer("train.checkpoint_every");
   t.keep_checkpoints = config.integer("train.keep_checkpoints");
   t.skip_nonfinite = config.flag("train.skip_nonfinite");
+  t.precision = parse_precision(config.text("train.dtype"), "train.dtype");
   t.init_from = config.text("init_from");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;

@@ -109,7 +109,15 @@ void check_resumable_folder(const fs::path& run_dir) {
 
 }  // namespace
 
-Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator) {
+torch::Tensor run_model(SequenceModelImpl& model, const torch::Tensor& inputs, const torch::Tensor& sequence_starts,
+                        Precision precision) {
+  const AutocastGuard autocast(precision);
+  const auto out = model.run(inputs, sequence_starts);
+  const auto type = out.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? out.to(torch::kFloat) : out;
+}
+
+Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator, Precision precision) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -122,7 +130,7 @@ Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* commu
   for (int64_t b = 0, index = 0; b < test.size(); b += bs, ++index) {
     if (index % world != rank) continue;
     Batch batch = test.rows(b, std::min(test.size(), b + bs));
-    auto out = model.run(batch.inputs, batch.sequence_starts);
+    auto out = run_model(model, batch.inputs, batch.sequence_starts, precision);
     const double n = static_cast<double>(batch.size());
     sums.add("loss", task.loss(out, batch).item<double>() * n, n);
     task.add_metrics(out, batch, sums);
@@ -236,7 +244,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   // lr and grad_norm are those of the step just taken; tokens_per_s is the evaluation's own throughput.
   auto run_eval = [&](int64_t step, double lr, double grad_norm) {
     const auto eval_start = Clock::now();
-    Metrics m = evaluate(model, task, communicator);
+    Metrics m = evaluate(model, task, communicator, config.precision);
     progress.evaluated(seconds_since(eval_start));  // the ETA counts the evaluations still to come
     const double eval_tokens = static_cast<double>(task.test_set().size() * task.seq_len());
     state.final_metrics = m;
@@ -271,7 +279,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     Batch batch = task.train_batch(step, config.batch_size);
     if (world > 1) batch = batch.rows(rank * shard, (rank + 1) * shard);
     optimizer->zero_grad();
-    auto out = model.run(batch.inputs, batch.sequence_starts);
+    auto out = run_model(model, batch.inputs, batch.sequence_starts, config.precision);
     auto loss = task.loss(out, batch);
     // The model's auxiliary loss (MoE load balance) joins the objective; the logged loss is the task's.
     const auto aux = model.auxiliary_loss();

@@ -18,7 +18,7 @@ seqmix_cli_error(unknown_model_key "model lm has no option 'width'" train --mode
 seqmix_cli_error(bad_steps "steps" train --steps 0)
 seqmix_cli_error(unknown_command "" frobnicate)
 seqmix_cli_error(hyper_bad_label "mixer hypermlp: variant 'R-cx': unknown part 'cx'" train --mixer hypermlp:variant=R-cx --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
-seqmix_cli_error(hyper_budget "cannot match softmax attention's 65,536 parameters at width 128.*use mix_rank=" train --mixer hyperglu --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(hyper_budget "cannot match softmax attention.s 65,536 parameters at width 128 and max_len 63 with mix_rank=16.*use mix_rank=" train --mixer hyperglu:mix_rank=16 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 
 add_test(NAME cli.list_shows_every_mixer COMMAND $<TARGET_FILE:seqmix> list)
 set_tests_properties(cli.list_shows_every_mixer PROPERTIES LABELS fast
@@ -60,11 +60,28 @@ seqmix_cli_error(bench_op_and_model "exactly one of --op NAME, --model SPEC and 
 add_test(NAME cli.bench_tiny_json COMMAND $<TARGET_FILE:seqmix> bench --op gla --shape 1,8,2,4,4 --backward --json
          --repeats 2 --warmup 1 --threads 1)
 set_tests_properties(cli.bench_tiny_json PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
-  "{\"op\":\"gla\",\"impl\":\"fused\",\"shape\":\\[1,8,2,4,4\\],\"fwd_ms\":[0-9.e-]+,\"fwdbwd_ms\":[0-9.e-]+,\"tokens_per_s\":[0-9]+,\"fwdbwd_tokens_per_s\":[0-9]+,\"peak_mb\":[0-9.]+,\"ref_gflops\":[0-9.]+,\"gflops\":[0-9.e-]+,\"fwdbwd_gflops\":[0-9.e-]+}\n{\"op\":\"gla\",\"impl\":\"naive\",")
+  "{\"op\":\"gla\",\"impl\":\"fused\",\"dtype\":\"fp32\",\"shape\":\\[1,8,2,4,4\\],\"fwd_ms\":[0-9.e-]+,\"fwdbwd_ms\":[0-9.e-]+,\"tokens_per_s\":[0-9]+,\"fwdbwd_tokens_per_s\":[0-9]+,\"peak_mb\":[0-9.]+,\"ref_gflops\":[0-9.]+,\"gflops\":[0-9.e-]+,\"fwdbwd_gflops\":[0-9.e-]+}\n{\"op\":\"gla\",\"impl\":\"naive\",")
 add_test(NAME cli.bench_tiny_model COMMAND $<TARGET_FILE:seqmix> bench --model gla:heads=2 --shape 1,8,16 --backward
          --repeats 2 --warmup 1 --threads 1)
 set_tests_properties(cli.bench_tiny_model PROPERTIES LABELS fast
   PASS_REGULAR_EXPRESSION "gla:heads=2.*1,8,16.*reference matmul: [0-9.]+ GFLOP/s")
+
+# --dtype bf16: every case also in bfloat16, next to its fp32 row, with the ratio measured in the run.
+add_test(NAME cli.bench_tiny_bf16_op COMMAND $<TARGET_FILE:seqmix> bench --op attention --impl fused --shape 1,8,2,4,4
+         --backward --dtype bf16 --repeats 2 --warmup 1 --threads 1)
+set_tests_properties(cli.bench_tiny_bf16_op PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+  "attention +fused +fp32 +1,8,2,4,4[^\n]*\nattention +fused +bf16 +1,8,2,4,4.*attention \\(fused\\) bf16 is [0-9.]+x (faster|slower) than fp32 \\(fwd\\)\n.*\\(fwd\\+bwd\\)")
+add_test(NAME cli.bench_tiny_bf16_model COMMAND $<TARGET_FILE:seqmix> bench --model fem:prior=gla,heads=2 --shape 1,8,16
+         --backward --dtype bf16 --json --repeats 2 --warmup 1 --threads 1)
+set_tests_properties(cli.bench_tiny_bf16_model PROPERTIES LABELS fast PASS_REGULAR_EXPRESSION
+  "\"impl\":\"fused\",\"dtype\":\"fp32\".*\n.*\"impl\":\"fused\",\"dtype\":\"bf16\".*\n.*\"impl\":\"naive\",\"dtype\":\"fp32\".*\n.*\"impl\":\"naive\",\"dtype\":\"bf16\"")
+# A mixer whose impl option offers naive only (the delta rule) is timed with it, not refused.
+add_test(NAME cli.bench_naive_only_mixer COMMAND $<TARGET_FILE:seqmix> bench --model delta:heads=2 --shape 1,8,16
+         --repeats 1 --warmup 0 --threads 1)
+set_tests_properties(cli.bench_naive_only_mixer PROPERTIES LABELS fast
+  PASS_REGULAR_EXPRESSION "delta:heads=2,impl=naive +naive +fp32 +1,8,16")
+seqmix_cli_error(train_unknown_dtype "key 'train.dtype' must be one of fp32, bf16, got 'fp16'" train --dtype fp16 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(bench_unknown_dtype "--dtype: unknown dtype .fp8. .valid: fp32, bf16." bench --op gla --shape 1,8,2,4,4 --dtype fp8)
 
 add_test(NAME cli.bench_tiny_hyperglu COMMAND $<TARGET_FILE:seqmix> bench --model hyperglu:variant=G-cg-12o! --shape 1,12,16
          --backward --repeats 2 --warmup 1 --threads 1)
@@ -95,6 +112,25 @@ set_tests_properties(cli.tiny_energy_run_config PROPERTIES FIXTURES_REQUIRED tin
 add_test(NAME cli.tiny_energy_run_resume COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_ENERGY_RUN} --threads 1)
 set_tests_properties(cli.tiny_energy_run_resume PROPERTIES FIXTURES_REQUIRED tiny_energy_run LABELS fast
   PASS_REGULAR_EXPRESSION "final accuracy")
+
+# A tiny run in bf16 (autocast): trains, records train.dtype, evaluates and resumes in it.
+set(SEQMIX_BF16_RUN ${SEQMIX_CLI_TMP}/tiny_bf16_run)
+add_test(NAME cli.tiny_bf16_run_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${SEQMIX_BF16_RUN})
+set_tests_properties(cli.tiny_bf16_run_clean PROPERTIES FIXTURES_SETUP tiny_bf16_clean LABELS fast)
+add_test(NAME cli.tiny_bf16_run COMMAND $<TARGET_FILE:seqmix> train --task mad.in_context_recall:seq_len=16,num_train=64,num_test=16
+         --mixer fem:prior=gla,heads=2 --mixer delta:heads=2 --set model=lm:dim=16 --steps 4 --eval-every 2 --threads 1
+         --dtype bf16 --out ${SEQMIX_BF16_RUN})
+set_tests_properties(cli.tiny_bf16_run PROPERTIES FIXTURES_REQUIRED tiny_bf16_clean FIXTURES_SETUP tiny_bf16_run
+  LABELS fast PASS_REGULAR_EXPRESSION "final accuracy")
+add_test(NAME cli.tiny_bf16_run_config COMMAND ${CMAKE_COMMAND} -E cat ${SEQMIX_BF16_RUN}/config.yaml)
+set_tests_properties(cli.tiny_bf16_run_config PROPERTIES FIXTURES_REQUIRED tiny_bf16_run LABELS fast
+  PASS_REGULAR_EXPRESSION "dtype: bf16")
+add_test(NAME cli.tiny_bf16_run_eval COMMAND $<TARGET_FILE:seqmix> eval --run ${SEQMIX_BF16_RUN})
+set_tests_properties(cli.tiny_bf16_run_eval PROPERTIES FIXTURES_REQUIRED tiny_bf16_run LABELS fast
+  PASS_REGULAR_EXPRESSION "accuracy")
+add_test(NAME cli.tiny_bf16_run_resume COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_BF16_RUN} --steps 6 --threads 1)
+set_tests_properties(cli.tiny_bf16_run_resume PROPERTIES FIXTURES_REQUIRED tiny_bf16_run DEPENDS cli.tiny_bf16_run_eval LABELS fast
+  PASS_REGULAR_EXPRESSION "final accuracy [0-9.]+ \\(best [0-9.]+ at step [0-9]+\\) after 6 steps")
 
 # A tiny run, then what can be done with it.
 set(SEQMIX_TINY_RUN ${SEQMIX_CLI_TMP}/tiny_run)
@@ -172,6 +208,11 @@ set_tests_properties(cli.eval_task_option_malformed PROPERTIES FIXTURES_REQUIRED
 add_test(NAME readme.main_job
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --out \"$1\"" $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/readme_main_job)
 set_tests_properties(readme.main_job PROPERTIES LABELS slow TIMEOUT 3600
+                     PASS_REGULAR_EXPRESSION "final accuracy (0\\.99[0-9][0-9]|1\\.0000) \\(best")
+# ... and so does the same job in bf16 (forward passes under bfloat16 autocast).
+add_test(NAME readme.main_job_bf16
+         COMMAND sh -c "rm -rf \"$1\" && \"$0\" train --dtype bf16 --out \"$1\"" $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/readme_main_job_bf16)
+set_tests_properties(readme.main_job_bf16 PROPERTIES LABELS slow TIMEOUT 3600
                      PASS_REGULAR_EXPRESSION "final accuracy (0\\.99[0-9][0-9]|1\\.0000) \\(best")
 # The libFuzzer targets build (clang, fuzz/; scripts/fuzz.sh installs it) and each runs 30 s from its corpus, clean.
 add_test(NAME fuzz.every_target_builds_and_runs COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh 30)

@@ -44,7 +44,7 @@ string(REPLACE ";" "," SEQMIX_LM_CONFIG_LIST "${SEQMIX_LM_CONFIGS}")
 add_test(NAME results.bench_lm_configs COMMAND $<TARGET_FILE:seqmix> bench --config ${SEQMIX_LM_CONFIG_LIST}
          --shape 1,16 --backward --repeats 1 --warmup 0 --threads 1)
 set_tests_properties(results.bench_lm_configs PROPERTIES LABELS fast TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "ela_gpt.yaml +- +1,16 .*nagmha.yaml +- +1,16 .*ela_gpt.yaml is [0-9.]+x (faster|slower) than .*nagmha.yaml \\(fwd\\+bwd\\)")
+  PASS_REGULAR_EXPRESSION "ela_gpt.yaml +- +fp32 +1,16 .*nagmha.yaml +- +fp32 +1,16 .*ela_gpt.yaml is [0-9.]+x (faster|slower) than .*nagmha.yaml \\(fwd\\+bwd\\)")
 seqmix_cli_error(bench_config_not_text "etth1_softmax.yaml: bench --config times language models of the text task, not task 'ett'"
                  bench --config ${PROJECT_SOURCE_DIR}/configs/ett/etth1_softmax.yaml --shape 1,16)
 seqmix_cli_error(bench_config_shape "--shape expects 2 positive integers B,T for --config, got '1,16,4'"

@@ -4,6 +4,8 @@
 // contract test; the blocked read against the dense formula in tests/ops/hypermlp_read_test.cpp.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "seqmix/io/error.h"
 #include "seqmix/layers/hypermlp.h"
 #include "seqmix/models/registry.h"
@@ -111,16 +113,41 @@ TEST(HyperVariant, MatchedLabelsHaveSoftmaxAttentionsParameterCountWithinOnePerc
 }
 
 TEST(HyperVariant, ImpossibleBudgetsSayWhatFits) {
-  // MAD's width 128 with 128 positions: r_s = 16 mixing alone outgrows 4 d^2.
-  const std::string e = error_of("hyperglu", 128, 128);
-  EXPECT_NE(e.find("cannot match softmax attention's 65,536 parameters at width 128 and max_len 128"),
+  // MAD's width 128 with 128 positions: r_s = 16 mixing alone outgrows 4 d^2. Asked for by hand, it is an error.
+  const std::string e = error_of("hyperglu:mix_rank=16", 128, 128);
+  EXPECT_NE(e.find("cannot match softmax attention's 65,536 parameters at width 128 and max_len 128 with mix_rank=16"),
             std::string::npos) << e;
   EXPECT_NE(e.find("use mix_rank="), std::string::npos) << e;
   EXPECT_NE(e.find("over-budget label G-cg-12o!"), std::string::npos) << e;
   // and the advice works
-  const auto start = e.find("mix_rank=") + 9;
+  const auto start = e.find("use mix_rank=") + 13;
   const std::string fits = e.substr(start, e.find(' ', start) - start);
   EXPECT_TRUE(build("hyperglu:mix_rank=" + fits, 128, 128)) << fits;
+}
+
+TEST(HyperVariant, TheDefaultMixRankIsThePapersWhereItFitsElseTheLargestThatDoes) {
+  // Where r_s = 16 fits, the default is 16 (GPT-2 small's width and length).
+  EXPECT_EQ(build("hyperglu", 768, 1024)->ranks().mix_rank, kPaperMixRank);
+  // Width 128 over 128 positions: the largest r_s that leaves a QK rank (the advice above), within the budget.
+  auto narrow = build("hyperglu", 128, 128);
+  const auto by_hand = build("hyperglu:mix_rank=" + std::to_string(narrow->ranks().mix_rank), 128, 128);
+  EXPECT_LT(narrow->ranks().mix_rank, kPaperMixRank);
+  EXPECT_EQ(narrow->ranks().qk_rank, by_hand->ranks().qk_rank);
+  EXPECT_LE(parameter_count(*narrow), 4 * 128 * 128);
+  EXPECT_EQ(error_of("hyperglu:mix_rank=" + std::to_string(narrow->ranks().mix_rank + 1), 128, 128).find("(no error)"),
+            std::string::npos);  // one more does not fit
+  std::ostringstream description;
+  narrow->pretty_print(description);
+  EXPECT_NE(description.str().find("mix_rank=" + std::to_string(narrow->ranks().mix_rank)), std::string::npos)
+      << description.str();
+  // Where even r_s = 1 outgrows 4 d^2: the smallest layer of the label, which says it is over budget.
+  auto over = build("hypermlp", 32, 4096);
+  EXPECT_EQ(over->ranks().mix_rank, 1);
+  EXPECT_EQ(over->ranks().qk_rank, 2);  // one step: two score heads
+  EXPECT_GT(over->ranks().parameters, over->ranks().budget);
+  description.str("");
+  over->pretty_print(description);
+  EXPECT_NE(description.str().find("over budget"), std::string::npos) << description.str();
 }
 
 TEST(HyperMixerRegistry, ErrorsNameTheProblem) {

@@ -14,12 +14,24 @@ using seqmix::testing::error_of;
 TEST(Registry, EveryListedMixerBuildsWithItsDefaults) {
   for (const auto& info : mixer_infos()) {
     SCOPED_TRACE(info.name);
-    // Width 384: HyperMLP's matched budget (4 d^2) has room for its r_s = 16 mixers there.
     auto m = build_mixer(info.name, MixerContext{384, 16});
     EXPECT_EQ(m->forward(torch::randn({2, 5, 384})).sizes(), (at::IntArrayRef{2, 5, 384}));
     EXPECT_FALSE(info.meaning.empty());
     for (const auto& o : info.options) EXPECT_FALSE(o.meaning.empty()) << o.key;
   }
+}
+
+TEST(Registry, EveryListedMixerBuildsWithItsDefaultsAtAnyWidthAndLength) {
+  // A researcher's first try builds: HyperMLP's matched budget picks the mixing rank that fits (or says it is over).
+  torch::NoGradGuard no_grad;
+  for (const auto& info : mixer_infos())
+    for (int64_t dim : {32, 64, 128, 256, 768})
+      for (int64_t max_len : {16, 128, 1024, 4096}) {
+        SCOPED_TRACE(info.name + " at width " + std::to_string(dim) + ", max_len " + std::to_string(max_len));
+        Mixer m;
+        EXPECT_NO_THROW(m = build_mixer(info.name, MixerContext{dim, max_len}));
+        if (m) EXPECT_EQ(m->forward(torch::randn({1, 3, dim})).sizes(), (at::IntArrayRef{1, 3, dim}));
+      }
 }
 
 TEST(Registry, ResolvedSpecsBuildTheSameMixer) {

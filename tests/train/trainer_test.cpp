@@ -99,15 +99,23 @@ TEST(Schedule, WarmupCosineAndStages) {
   EXPECT_NEAR(staged.lr_at(5), 0.5, 1e-12);
 }
 
-TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
+// Trains the tiny model 13 steps in `precision` straight through and with a crash after step 8 and a resume from
+// the step-5 checkpoint; both must end bit for bit alike, weights and logs. Returns the final weights.
+torch::OrderedDict<std::string, torch::Tensor> expect_resume_ends_bit_identical(Precision precision) {
   at::set_num_threads(1);
   auto task = tiny_task();
-  const auto dir_a = fresh_dir("uninterrupted"), dir_b = fresh_dir("interrupted");
+  const std::string tag = precision_name(precision);
+  const auto dir_a = fresh_dir("uninterrupted-" + tag), dir_b = fresh_dir("interrupted-" + tag);
+  auto config = [&](const fs::path& dir) {
+    TrainConfig c = tiny_config(dir, 13);
+    c.precision = precision;
+    return c;
+  };
   auto a = tiny_model(3);
-  train(*a, task, tiny_config(dir_a, 13));
+  train(*a, task, config(dir_a));
 
   auto b = tiny_model(3);
-  TrainConfig interrupted = tiny_config(dir_b, 13);
+  TrainConfig interrupted = config(dir_b);
   interrupted.after_step = [](int64_t step) {
     if (step == 8) throw std::runtime_error("simulated crash");
   };
@@ -115,7 +123,7 @@ TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
   EXPECT_EQ(list_checkpoints(dir_b.string()), (std::vector<int64_t>{5}));
 
   auto c = tiny_model(99);  // different initial weights: everything must come from the checkpoint
-  TrainConfig resumed = tiny_config(dir_b, 13);
+  TrainConfig resumed = config(dir_b);
   resumed.resume = true;
   const TrainSummary s = train(*c, task, resumed);
   EXPECT_EQ(s.steps_done, 13);
@@ -137,6 +145,20 @@ TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) {
   EXPECT_EQ(steps_of(dir_a / "metrics.jsonl"), steps_of(dir_b / "metrics.jsonl"));
   // keep_checkpoints = 2: steps 10 and 13 remain.
   EXPECT_EQ(list_checkpoints(dir_b.string()), (std::vector<int64_t>{10, 13}));
+  for (const auto& p : c->named_parameters()) EXPECT_EQ(p.value().scalar_type(), torch::kFloat) << p.key();
+  return a->named_parameters();
+}
+
+TEST(Checkpoint, ResumeAfterAnInterruptionEndsBitIdentical) { expect_resume_ends_bit_identical(Precision::fp32); }
+
+// Under bfloat16 autocast the weights and the optimizer state stay float32 and a resumed run still ends bit for bit
+// where the uninterrupted one does; and the bf16 run is not the fp32 run (autocast took effect).
+TEST(Checkpoint, ABf16RunResumesBitIdenticalWithFloat32Weights) {
+  const auto bf16 = expect_resume_ends_bit_identical(Precision::bf16);
+  const auto fp32 = expect_resume_ends_bit_identical(Precision::fp32);
+  bool differs = false;
+  for (const auto& p : fp32) differs = differs || !torch::equal(p.value(), bf16[p.key()]);
+  EXPECT_TRUE(differs);
 }
 
 // With dropout every training step draws from the generator, so a resume that did not restore it would train on

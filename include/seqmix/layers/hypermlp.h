@@ -18,7 +18,7 @@ struct HyperMlpOptions {
   int64_t dim = 128;
   HyperVariant variant = HyperVariant::parse("R-cg-q-12o");
   int64_t heads = 2;
-  int64_t mix_rank = 16;
+  int64_t mix_rank = 0;           // r_s; 0 = the paper's 16, or the largest that fits (resolve_hyper_ranks)
   int64_t max_len = 0;            // positions the mixing parameters cover
   int64_t qk_rank = 0, vo_rank = 0;  // 0 = from the label
   int64_t block = 256;            // query rows per block of the blocked read (0 = one block)
@@ -35,6 +35,8 @@ class HyperMlpImpl : public MixerImpl {
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
   torch::Tensor prefill(const torch::Tensor& x, DecodeState& state) override;
+  // The kind, label, ranks and parameter count against softmax attention's budget (what mix_rank=0 chose).
+  void pretty_print(std::ostream& stream) const override;
 
   const HyperMlpOptions& options() const { return options_; }
   const HyperRanks& ranks() const { return ranks_; }

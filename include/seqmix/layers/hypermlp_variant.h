@@ -39,13 +39,14 @@ const std::vector<std::pair<std::string, std::string>>& hyper_table1_labels();
 struct HyperShape {
   int64_t dim = 128;
   int64_t heads = 2;
-  int64_t mix_rank = 16;  // r_s
+  int64_t mix_rank = 0;   // r_s; 0 = chosen by resolve_hyper_ranks
   int64_t max_len = 0;    // Lmax of the mixing parameters
   bool bias = false;      // biases on W_q, W_k, W_v, W_o (the gates and controls always have them)
 };
 
 struct HyperRanks {
   int64_t qk_rank = 0, vo_rank = 0;  // totals over the score heads and the value heads
+  int64_t mix_rank = 0;              // r_s of the mixers (labels with 1, 2, 12), else 0
   int64_t parameters = 0;            // the layer without its convs
   int64_t budget = 0;                // softmax attention at this width
 };
@@ -54,11 +55,16 @@ struct HyperRanks {
 int64_t hyper_parameter_count(const HyperVariant& variant, const HyperShape& shape, int64_t qk_rank, int64_t vo_rank);
 // Softmax attention's count at this width: 4 d^2 (+ 4 d with biases).
 int64_t softmax_attention_parameters(int64_t dim, bool bias);
+// The paper's rank r_s of the DPLR mixers, mix_rank's choice wherever the budget leaves room for it.
+constexpr int64_t kPaperMixRank = 16;
 // The ranks the label implies: full (d, d) unless q or v, which take the largest rank (a multiple of the
 // head count, even per head with RoPE) that keeps the layer within the budget: within one rank step of it,
-// which is within 1% wherever a step costs less (e.g. every matched Table 1 label at d >= 384). An error
-// when no rank fits (it names `mixer` and says what would). qk_rank/vo_rank > 0 set the ranks by hand
-// (only with '!').
+// which is within 1% wherever a step costs less (e.g. every matched Table 1 label at d >= 384). A mix_rank
+// given (> 0) is kept, and when no rank fits it is an error naming `mixer` and saying what would. mix_rank 0
+// chooses: kPaperMixRank where it fits, else the largest rank that leaves room for one rank step; where none
+// does (the mixers alone outgrow the budget: narrow layers over long max_len), rank 1 with one rank step, the
+// smallest layer of the label, over budget (HyperRanks::parameters > budget says so). qk_rank/vo_rank > 0 set
+// the ranks by hand (only with '!').
 HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& variant, const HyperShape& shape,
                                int64_t qk_rank = 0, int64_t vo_rank = 0);
 

@@ -1,6 +1,8 @@
 #pragma once
 // The decode state of a sequence mixer: the number of tokens consumed so far, and the mixer's own state, a typed
 // struct (its KV cache, recurrent state, conv window) that only that mixer reads.
+#include <c10/core/TensorOptions.h>
+
 #include <any>
 #include <cstdint>
 #include <string>
@@ -27,5 +29,14 @@ struct DecodeState {
                 "init_state");
   }
 };
+
+// The options of a recurrent decode state (a running sum or maximum over every token so far) for a mixer whose
+// weights have `weights`: float32 where the weights are bfloat16 or float16, as they are otherwise, on their device.
+// The forward reads through ops that compute in float32; a state summed in reduced precision over thousands of
+// steps would drift from it. (A KV cache holds what the forward computed, and keeps the weights' dtype.)
+inline c10::TensorOptions recurrent_state_options(const c10::TensorOptions& weights) {
+  const c10::ScalarType type = weights.dtype().toScalarType();
+  return type == c10::kHalf || type == c10::kBFloat16 ? weights.dtype(c10::kFloat) : weights;
+}
 
 }  // namespace seqmix

@@ -40,10 +40,19 @@ at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, con
                                    double scale, const at::Tensor& key_mask = {},
                                    const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused, naive or torch.
+// The one entry point: fused, naive or torch, through the dispatcher (torch.ops.seqmix.attention), so reduced
+// precision, autocast and the device's kernel apply.
 constexpr ImplSet kSoftmaxAttentionImpls{Impl::fused, Impl::naive, Impl::torch};
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
+// relu_attention_naive through the dispatcher (torch.ops.seqmix.relu_attention).
+at::Tensor relu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps);
+
+namespace native {
+// What the operator behind softmax_attention runs: the chosen implementation through causal_outputs.
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
+                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
+}  // namespace native
 
 // The raw kernels behind it (benchmarks and tests): out [B,T,H,dv] and lse [B,H,T]; the backward returns
 // dq, dk, dv.

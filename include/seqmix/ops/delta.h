@@ -20,11 +20,14 @@ namespace seqmix::ops {
 PriorRead delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta);
 
 // One decode step on linear attention's state layout (kv = S [B,H,dk,dv], k_sum = z [B,H,dk]); beta_t [B,H].
-// Returns numerator [B,1,H,dv] and normaliser [B,1,H], like linear_attention_step.
+// Returns numerator [B,1,H,dv] and normaliser [B,1,H], like linear_attention_step. Through the dispatcher
+// (torch.ops.seqmix.delta_rule_step).
 PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
                           LinearAttentionState& state);
 
-// The one entry point. The delta rule has its naive (parallel) form only; decoding uses delta_rule_step.
+// The one entry point, through the dispatcher (torch.ops.seqmix.delta_rule): in reduced precision it computes in
+// float32, as every operator does (ATen's triangular solve has no bfloat16 kernel). The delta rule has its naive
+// (parallel) form only; decoding uses delta_rule_step.
 constexpr ImplSet kDeltaRuleImpls{Impl::naive};
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
 
@@ -36,5 +39,12 @@ PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // (src/ops/delta/state.cpp).
 ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                     const LinearAttentionState& initial, bool final_state, Impl impl);
+
+namespace native {
+// What the operators run: the naive form through causal_outputs, and the recurrent step's kernel.
+PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
+PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
+                          LinearAttentionState& state);
+}  // namespace native
 
 }  // namespace seqmix::ops

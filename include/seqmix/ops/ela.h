@@ -68,7 +68,8 @@ struct ElaState {
 };
 ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv, const ExactKernel& kernel,
                            const at::TensorOptions& options);
-// One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> y_t [B,H,dv]; updates the state.
+// One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> y_t [B,H,dv]; updates the state. Through the dispatcher
+// (torch.ops.seqmix.ela_step, which finds the kernel by its registered name).
 at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
                     ElaState& state, double eps = 1e-8);
 
@@ -86,9 +87,18 @@ ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tenso
                                    const at::Tensor& v, const ExactKernel& kernel, double eps,
                                    const ElaState& initial, bool final_state);
 
-// The one entry point: fused (the linear form) or naive (the explicit quadratic form).
+// The one entry point, through the dispatcher (torch.ops.seqmix.ela, which finds the kernel by its registered
+// name): fused (the linear form) or naive (the explicit quadratic form).
 constexpr ImplSet kElaImpls = kFusedAndNaive;
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl);
+
+namespace native {
+// What the operators run: the chosen form through causal_outputs, and the recurrent step's kernel.
+at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
+               double eps, Impl impl);
+at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
+                    ElaState& state, double eps = 1e-8);
+}  // namespace native
 
 }  // namespace seqmix::ops

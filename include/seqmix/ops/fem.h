@@ -20,8 +20,12 @@ struct FemValues {
   at::Tensor clipped;  // v clamped to [-cap/beta, cap/beta] (the mean branch reads it too); v when cap = 0
   at::Tensor scaled;   // u = beta * clipped
 };
-// v [...,C], beta [C] > 0. The clamp uses minimum/maximum so beta gets a gradient through the limit.
+// v [...,C], beta [C] > 0. The clamp uses minimum/maximum so beta gets a gradient through the limit. Through the
+// dispatcher (torch.ops.seqmix.fem_scale_values); native::fem_scale_values is what the operator runs.
 FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap);
+namespace native {
+FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap);
+}  // namespace native
 // L / beta with L = log(z) + shift: z [...,C] the read of exp(u - shift), shift broadcastable.
 at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta);
 
@@ -44,10 +48,15 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
 
-// The softmax prior's read, fused or naive.
+// The softmax prior's read, fused or naive, through the dispatcher (torch.ops.seqmix.fem_softmax_read).
 constexpr ImplSet kFemSoftmaxReadImpls = kFusedAndNaive;
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
+namespace native {
+// What the operator runs: the chosen implementation through causal_outputs.
+FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
+}  // namespace native
 
 // The free-energy read through any prior that is linear in its values, the one FEM's layer (forward and
 // decode step) and the fem_*_read operators all run: one read of the values [clip(v), exp(u - shift)],

@@ -19,7 +19,8 @@ namespace seqmix::ops {
 PriorRead gla_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& log_decay, const at::Tensor& cu_seqlens = {});
 
-// One decode step; the state has the layout of linear attention's. log_decay_t [B,H] or [B,H,dk].
+// One decode step; the state has the layout of linear attention's. log_decay_t [B,H] or [B,H,dk]. Through the
+// dispatcher (torch.ops.seqmix.gla_step).
 PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                    const at::Tensor& log_decay_t, LinearAttentionState& state);
 
@@ -32,9 +33,17 @@ PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tenso
 PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                     const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive.
+// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.gla).
 constexpr ImplSet kGlaImpls = kFusedAndNaive;
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens = {});
+
+namespace native {
+// What the operators run: the chosen implementation through causal_outputs, and the recurrent step's kernel.
+PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
+              const at::Tensor& cu_seqlens = {});
+PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                   const at::Tensor& log_decay_t, LinearAttentionState& state);
+}  // namespace native
 
 }  // namespace seqmix::ops

@@ -60,10 +60,18 @@ at::Tensor hypermlp_read_dense(const at::Tensor& q, const at::Tensor& k, const a
                                const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
                                const HyperMixing& mix2, const HyperReadOptions& options);
 
-// The one entry point: fused is the blocked read, naive the dense one.
+// The one entry point, through the dispatcher (torch.ops.seqmix.hypermlp_read): fused is the blocked read, naive
+// the dense one.
 constexpr ImplSet kHypermlpReadImpls = kFusedAndNaive;
 at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
                          const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
                          const HyperReadOptions& options, Impl impl);
+
+namespace native {
+// What the operator runs: the chosen read through causal_outputs.
+at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
+                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
+                         const HyperReadOptions& options, Impl impl);
+}  // namespace native
 
 }  // namespace seqmix::ops

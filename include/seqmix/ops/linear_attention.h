@@ -23,7 +23,7 @@ struct LinearAttentionState {
 LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
                                                     const at::TensorOptions& options);
 // One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv]; updates state, returns the read at t
-// (numerator [B,1,H,dv], normaliser [B,1,H]).
+// (numerator [B,1,H,dv], normaliser [B,1,H]). Through the dispatcher (torch.ops.seqmix.linear_attention_step).
 PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                                 LinearAttentionState& state);
 
@@ -55,9 +55,17 @@ ReadWithState continue_packed_scan(const PriorRead& zero_state, const at::Tensor
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                  const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive.
+// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.linear_attention).
 constexpr ImplSet kLinearAttentionImpls = kFusedAndNaive;
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens = {});
+
+namespace native {
+// What the operators run: the chosen implementation through causal_outputs, and the recurrent step's kernel.
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
+                           const at::Tensor& cu_seqlens = {});
+PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                                LinearAttentionState& state);
+}  // namespace native
 
 }  // namespace seqmix::ops

@@ -15,7 +15,11 @@ struct PriorRead {
   at::Tensor normaliser;  // [B,T,H] (per head, broadcast over dv) or [B,T,C] (per channel)
 };
 
-// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C].
+// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C]. Through the dispatcher
+// (torch.ops.seqmix.normalised_read); native::normalised_read is what the operator runs.
 at::Tensor normalised_read(const PriorRead& read, double eps);
+namespace native {
+at::Tensor normalised_read(const PriorRead& read, double eps);
+}  // namespace native
 
 }  // namespace seqmix::ops

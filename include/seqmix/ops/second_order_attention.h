@@ -28,11 +28,20 @@ at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                        const at::Tensor& tau, bool causal);
 
-// The entry points: fused is the O(N d) form, naive the one with the covariance formed explicitly.
+// The entry points, through the dispatcher (torch.ops.seqmix.mha2nd1st_read, light2nd1st_read): fused is the
+// O(N d) form, naive the one with the covariance formed explicitly.
 constexpr ImplSet kSecondOrderImpls = kFusedAndNaive;
 at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                      const at::Tensor& bias_scale, bool causal, Impl impl);
 at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                        const at::Tensor& tau, bool causal, Impl impl);
+
+namespace native {
+// What the operators run: the chosen form through causal_outputs.
+at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                     const at::Tensor& bias_scale, bool causal, Impl impl);
+at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                       const at::Tensor& tau, bool causal, Impl impl);
+}  // namespace native
 
 }  // namespace seqmix::ops

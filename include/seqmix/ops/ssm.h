@@ -15,7 +15,8 @@ namespace seqmix::ops {
 at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
                           const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
-// One decode step: u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] (updated); returns y_t [B,C].
+// One decode step: u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] (updated); returns y_t [B,C]. Through the
+// dispatcher (torch.ops.seqmix.ssm_step).
 at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
                     const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
 
@@ -25,7 +26,7 @@ at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                           const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive.
+// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.ssm_scan).
 constexpr ImplSet kSsmScanImpls = kFusedAndNaive;
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
@@ -42,5 +43,13 @@ struct ScanWithState {
 ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                                   const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
                                   const at::Tensor& cu_seqlens = {});
+
+namespace native {
+// What the operators run: the chosen implementation, and the recurrent step's kernel.
+at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
+at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
+                    const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
+}  // namespace native
 
 }  // namespace seqmix::ops

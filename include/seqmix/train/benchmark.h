@@ -5,6 +5,7 @@
 
 #include "seqmix/layers/mixer_spec.h"
 #include "seqmix/ops/op_table.h"
+#include "seqmix/train/precision.h"
 
 #include <functional>
 #include <optional>
@@ -25,8 +26,9 @@ std::vector<std::string> bench_op_names();
 class BenchCase {
  public:
   // forward computes the outputs from inputs it holds; leaves are those inputs (and parameters) that
-  // take gradients.
-  BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves);
+  // take gradients. The forward runs under `autocast` (as a run's forward does; the backward outside it).
+  BenchCase(std::function<std::vector<at::Tensor>()> forward, std::vector<at::Tensor> leaves,
+            Precision autocast = Precision::fp32);
 
   // The outputs, computed without autograd.
   std::vector<at::Tensor> forward() const;
@@ -41,13 +43,18 @@ class BenchCase {
   std::function<std::vector<at::Tensor>()> forward_;
   std::vector<at::Tensor> leaves_;
   std::vector<at::Tensor> upstream_;
+  Precision autocast_;
 };
 
-// The op table's benchmark case `op` (its inputs at `shape`, seed 0) with implementation `impl`. Throws Error for
-// an unknown op or an impl the op lacks.
-BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape);
-// A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs.
-BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim);
+// The op table's benchmark case `op` (its inputs at `shape`, seed 0) with implementation `impl`, its inputs in
+// `precision` (bf16: the float32 inputs rounded to bfloat16; the op computes in float32 and returns bfloat16).
+// Throws Error for an unknown op or an impl the op lacks.
+BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape,
+                       Precision precision = Precision::fp32);
+// A mixer built from spec for width dim (max_len = length) on randn [batch, length, dim] inputs, its forward in
+// `precision` (bf16: under autocast, float32 weights, as `seqmix train --dtype bf16` runs it).
+BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, int64_t dim,
+                          Precision precision = Precision::fp32);
 
 // What `seqmix bench --config` times: the language model of a run config of the text task.
 struct LanguageModelSetup {
@@ -63,7 +70,8 @@ LanguageModelSetup language_model_setup(const std::string& config_path);
 // output is the logits [batch, length, vocab].
 // Its parameters are the leaves (token ids take no gradient), so forward+backward is a training step
 // without the optimizer update.
-BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length);
+BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batch, int64_t length,
+                                   Precision precision = Precision::fp32);
 
 struct BenchSettings {
   int warmup = 2;

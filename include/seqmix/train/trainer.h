@@ -12,6 +12,7 @@
 #include "seqmix/models/sequence_model.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/optimizer.h"
+#include "seqmix/train/precision.h"
 
 namespace seqmix {
 namespace dist {
@@ -42,6 +43,9 @@ struct TrainConfig {
   // A step whose loss or gradient holds a NaN or Inf stops the run with an Error naming the step and the
   // first non-finite tensor; with skip_nonfinite the step's update is skipped and counted instead.
   bool skip_nonfinite = false;
+  // The forward passes (training and evaluation) in float32 or under bfloat16 autocast; the loss, the weights and
+  // the optimizer state stay float32 either way.
+  Precision precision = Precision::fp32;
   std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
   // Data parallel over the communicator's ranks (null: one process). batch_size stays the global batch:
   // rank r takes rows [r b, (r+1) b) of every batch, b = batch_size / world size, and gradients are averaged
@@ -66,10 +70,16 @@ struct TrainSummary {
   int stopped_by_signal = 0;  // SIGINT or SIGTERM stopped the run after steps_done (checkpointed), else 0
 };
 
-// Evaluates model on the task's test set (no gradients): the task's metrics plus "loss". With a
-// communicator, rank r evaluates the batches i with i mod world_size = r and the sums are combined, which
-// gives what one process evaluating every batch reports.
-Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator = nullptr);
+// Evaluates model on the task's test set (no gradients), its forward in `precision`: the task's metrics plus
+// "loss". With a communicator, rank r evaluates the batches i with i mod world_size = r and the sums are combined,
+// which gives what one process evaluating every batch reports.
+Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* communicator = nullptr,
+                 Precision precision = Precision::fp32);
+
+// The model's output for `inputs` with its forward in `precision`, in float32 (or float64, as computed) for the
+// loss and metrics.
+torch::Tensor run_model(SequenceModelImpl& model, const torch::Tensor& inputs, const torch::Tensor& sequence_starts,
+                        Precision precision);
 
 TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& config);
 

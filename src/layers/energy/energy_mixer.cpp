@@ -13,6 +13,7 @@
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/second_order_attention.h"
 #include "../../ops/common/padding.h"  // causal_outputs: non-finite tokens stay causal
+#include "query_preimage.h"
 
 namespace seqmix {
 namespace {
@@ -57,7 +58,8 @@ EnergyMixerImpl::EnergyMixerImpl(const EnergyMixerOptions& o) : MixerImpl("energ
 
 torch::Tensor EnergyMixerImpl::energy(const torch::Tensor& z, const torch::Tensor& h, bool per_head) {
   const int64_t T = z.size(1), S = h.size(1);
-  auto q = split_heads(w1(z), options_.heads).transpose(1, 2);  // [B,H,T,dh]
+  // z is held in float32 at least (update); the projection reads it in the weights' dtype.
+  auto q = split_heads(w1(z.to(w1->weight.scalar_type())), options_.heads).transpose(1, 2);  // [B,H,T,dh]
   auto k = split_heads(w2(h), options_.heads).transpose(1, 2);  // [B,H,S,dh]
   const std::string& local = options_.local;
   torch::Tensor E;  // [B,H,T,S]
@@ -123,23 +125,20 @@ torch::Tensor EnergyMixerImpl::taylor_direction(const torch::Tensor& z, const to
   // H_h^+ g_h = M_h A_h^-1 u_h with A_h = I - Cov_p(k)/T; first order: M_h (u + Cov u / T) (the MHA2nd1st read
   // with c = 1/T), M_h = W1,h^T (W1,h W1,h^T)^-1.
   const int64_t H = options_.heads, dh = head_dim_, D = options_.dim;
-  auto q = split_heads(w1(z), H), k = split_heads(w2(h), H);
+  auto q = split_heads(w1(z.to(w1->weight.scalar_type())), H), k = split_heads(w2(h), H);
   auto temps = torch::full({H}, temperature_, z.options());
   auto read = ops::mha2nd1st(q, k, temps, temps.reciprocal(), /*causal=*/true, ops::Impl::fused);  // [B,T,H,dh]
-  auto W = w1->weight.view({H, dh, D});
-  auto solved = at::linalg_solve(torch::matmul(W, W.transpose(1, 2)),
-                                 read.permute({2, 3, 0, 1}).reshape({H, dh, -1}));  // [H,dh,B*T]
-  auto mapped = torch::matmul(W.transpose(1, 2), solved);                           // [H,D,B*T]
-  return mapped.view({H, D, z.size(0), z.size(1)}).permute({2, 3, 0, 1}).mean(2);  // [B,T,D]
+  return query_preimage(w1->weight.view({H, dh, D}), read).mean(2);                             // [B,T,D]
 }
 
 torch::Tensor EnergyMixerImpl::update(const torch::Tensor& x, const torch::Tensor& h) {
   const bool outer = torch::GradMode::is_enabled();  // training: differentiate through the steps
   torch::AutoGradMode on(true);
-  auto z0 = x.clone();
+  // The iterate in float32 at least: the output z - z0 is small against z, and would cancel in bfloat16.
+  auto z0 = x.to(torch::promote_types(x.scalar_type(), torch::kFloat)).clone();
   if (!z0.requires_grad()) z0.requires_grad_();
   auto z = z0;
-  torch::Tensor momentum = torch::zeros_like(x);
+  torch::Tensor momentum = torch::zeros_like(z0);
   const std::string& opt = options_.optimizer;
   const double eta = options_.eta, beta = options_.beta;
   for (int64_t s = 0; s < options_.steps; ++s) {
@@ -155,7 +154,7 @@ torch::Tensor EnergyMixerImpl::update(const torch::Tensor& x, const torch::Tenso
       z = z - eta * momentum;
     }
   }
-  auto out = z - z0;
+  auto out = (z - z0).to(x.scalar_type());
   return outer ? out : out.detach();
 }
 

@@ -1,6 +1,7 @@
 #include "seqmix/layers/second_order_attention.h"
 
 #include "../kv_attention_fields.h"
+#include "query_preimage.h"
 
 #include <torch/torch.h>
 
@@ -60,12 +61,8 @@ torch::Tensor Mha2nd1stImpl::directions(const torch::Tensor& q, const torch::Ten
     auto back = -torch::arange(offset, offset + q.size(1), q.options().dtype(torch::kLong));
     direction = apply_rotary(direction, back.unsqueeze(0).expand({q.size(0), q.size(1)}), options_.rope_theta);
   }
-  // M_h y = W_Q,h^T (W_Q,h W_Q,h^T)^-1 y: one solve against the [d_h, d_h] Gram matrix per head.
   auto wq = qk->weight.narrow(0, 0, options_.dim).view({options_.heads, head_dim_, options_.dim});  // [H,d_h,D]
-  auto gram = torch::matmul(wq, wq.transpose(1, 2));                                                   // [H,d_h,d_h]
-  auto rhs = direction.permute({2, 3, 0, 1}).reshape({options_.heads, head_dim_, -1});               // [H,d_h,B*T]
-  auto mapped = torch::matmul(wq.transpose(1, 2), at::linalg_solve(gram, rhs));                       // [H,D,B*T]
-  return mapped.view({options_.heads, options_.dim, q.size(0), q.size(1)}).permute({2, 3, 0, 1});     // [B,T,H,D]
+  return query_preimage(wq, direction);                                                               // [B,T,H,D]
 }
 
 torch::Tensor Mha2nd1stImpl::read(const torch::Tensor& q, const torch::Tensor& keys, bool causal, int64_t offset) {

@@ -202,7 +202,7 @@ torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
   const auto positions = mask.defined() ? (mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0)
                                         : torch::arange(x.size(1), torch::kLong).expand({x.size(0), x.size(1)});
   Projected p = project(x, mask, positions, modulation);
-  if (!options_.lse) return combine(prior->read(p.v, p.prior), {}, p);
+  if (!options_.lse) return combine(prior->read_in_float32(p.v, p.prior), {}, p);
 
   const auto b = beta();
   if (auto fused = prior->fused_free_energy_read(p.v, b, options_.cap, p.prior))
@@ -241,7 +241,8 @@ DecodeState FemImpl::init_state(int64_t batch) const {
   s.prior = prior->init_state(batch, options_.lse ? 2 * head_dim_ : head_dim_);
   s.count = torch::zeros({batch}, torch::kLong);
   if (options_.lse && options_.cap == 0)
-    s.max = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart, prior->parameters().front().options());
+    s.max = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart,
+                        recurrent_state_options(prior->parameters().front().options()));
   return DecodeState::of(std::move(s));
 }
 
@@ -262,7 +263,7 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
   const auto v = p.v.squeeze(1);  // [B,H,dv]
   torch::Tensor y;
   if (!options_.lse) {
-    y = combine(prior->step(v, p.prior, fem.prior).unsqueeze(1), {}, p);
+    y = combine(prior->step_in_float32(v, p.prior, fem.prior).unsqueeze(1), {}, p);
   } else {
     const auto b = beta();
     const auto scaled = ops::fem_scale_values(v.flatten(1), b, options_.cap);
@@ -280,8 +281,12 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
       shift = new_max;
       if (mask_t.defined()) support = mask_t.view({-1, 1, 1});
     }
-    const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, v.scalar_type(),
-                                             [&](const torch::Tensor& w) { return prior->step(w, p.prior, fem.prior); });
+    // In float32 at least, the prior's inputs too: exp(u - shift) reaches exp(-2 cap), below float16's range, and
+    // F = (log z + shift) / beta needs z to far better than bfloat16's 8 bits (log z is -shift + beta v).
+    const auto read_type = torch::promote_types(v.scalar_type(), torch::kFloat);
+    const PriorInputs in_t = p.prior.to(read_type);
+    const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, read_type,
+                                             [&](const torch::Tensor& w) { return prior->step(w, in_t, fem.prior); });
     y = combine(r.mean.unsqueeze(1), r.free_energy.unsqueeze(1), p);
   }
   state.position += 1;

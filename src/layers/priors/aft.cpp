@@ -28,7 +28,7 @@ class AftPrior : public PriorImpl {
     return ops::normalised_read(ops::aft(keys, flat, in.mask, config_.impl), config_.floor).view(values.sizes());
   }
   std::any init_state(int64_t batch, int64_t width) const override {
-    return ops::aft_initial_state(batch, config_.heads * width, keys_->weight.options());
+    return ops::aft_initial_state(batch, config_.heads * width, recurrent_state_options(keys_->weight.options()));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     const int64_t n = values_t.size(-1) / config_.value_head_dim;

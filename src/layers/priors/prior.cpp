@@ -9,6 +9,20 @@ PriorInputs PriorInputs::to(at::ScalarType type) const {
   return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values), cast(write), cu_seqlens};
 }
 
+namespace {
+at::ScalarType at_least_float32(const at::Tensor& t) { return at::promote_types(t.scalar_type(), at::kFloat); }
+}  // namespace
+
+at::Tensor PriorImpl::read_in_float32(const at::Tensor& values, const PriorInputs& in) {
+  const auto type = at_least_float32(values);
+  return read(values.to(type), in.to(type)).to(values.scalar_type());
+}
+
+at::Tensor PriorImpl::step_in_float32(const at::Tensor& values_t, const PriorInputs& in_t, std::any& state) {
+  const auto type = at_least_float32(values_t);
+  return step(values_t.to(type), in_t.to(type), state).to(values_t.scalar_type());
+}
+
 at::Tensor PriorImpl::prefill(const at::Tensor& values, const PriorInputs& in, std::any& state) {
   std::vector<at::Tensor> ys;
   for (int64_t t = 0; t < values.size(1); ++t) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "seqmix/io/error.h"
+#include "seqmix/modules/decode_state.h"
 #include "seqmix/modules/feature_map.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/impl.h"
@@ -106,6 +107,13 @@ class PriorImpl : public torch::nn::Module {
   // Multiplies value channels [begin, end) of every head in the state by factor [B,H,end-begin].
   virtual void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) = 0;
   const PriorConfig& config() const { return config_; }
+
+  // read and step for layers in bfloat16 or float16: the values and the prior's inputs in float32 (float64 stays),
+  // the result back in the values' dtype. A linear prior's read is a numerator and a normaliser joined by a
+  // division; rounded to bfloat16 between its two ops they would cost the gradient its precision (float16: its
+  // range too).
+  at::Tensor read_in_float32(const at::Tensor& values, const PriorInputs& in);
+  at::Tensor step_in_float32(const at::Tensor& values_t, const PriorInputs& in_t, std::any& state);
 
  protected:
   // The prior's state of type S; Error when the state was made by another mixer or prior.

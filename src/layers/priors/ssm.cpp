@@ -56,7 +56,8 @@ class SsmPrior : public PriorImpl {
   }
   std::any init_state(int64_t batch, int64_t width) const override {
     return SsmPriorState{
-        torch::zeros({batch, config_.heads * (width + config_.value_head_dim), config_.ssm_state}, A_param.options())};
+        torch::zeros({batch, config_.heads * (width + config_.value_head_dim), config_.ssm_state},
+                     recurrent_state_options(A_param.options()))};
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<SsmPriorState>(state);
@@ -65,7 +66,11 @@ class SsmPrior : public PriorImpl {
     if (in.mask.defined()) ones = ones * in.mask.to(ones.scalar_type()).view({B, 1, 1});
     auto u = torch::cat({values_t, ones}, -1).flatten(1);
     auto delta = tile_streams(in.delta.squeeze(1), n + 1).flatten(1);
-    auto y = ops::ssm_step(u, delta, tiled_A(n + 1), in.b.squeeze(1), in.c.squeeze(1), s.h) + u * tiled_D(n + 1);
+    // A and D in the values' dtype: the step returns the dtype of its first reduced-precision input, and FEM's
+    // decode reads the exponential branch in float32.
+    const auto type = values_t.scalar_type();
+    auto y = ops::ssm_step(u, delta, tiled_A(n + 1).to(type), in.b.squeeze(1), in.c.squeeze(1), s.h) +
+             u * tiled_D(n + 1).to(type);
     return normalised(y.view({B, config_.heads, (n + 1) * config_.value_head_dim}), n);
   }
   void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) override {

@@ -8,13 +8,17 @@
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
               const at::Tensor& cu_seqlens) {
   return check_impl(impl, kAftImpls, "aft") == Impl::fused ? aft_fused(k, v, mask, cu_seqlens)
                                                            : aft_naive(k, v, mask, cu_seqlens);
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> aft_bad_calls();
 
@@ -30,7 +34,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_op(
   const at::Tensor m = or_undefined(mask), offsets = or_undefined(cu_seqlens);
   const AftState initial{or_undefined(state_numerator), or_undefined(state_normaliser), or_undefined(key_max)};
   const AftReadWithState r =
-      continue_aft_scan(aft(k, v, m, impl_of(impl), offsets), k, m, initial, output_final_state, offsets);
+      continue_aft_scan(native::aft(k, v, m, impl_of(impl), offsets), k, m, initial, output_final_state, offsets);
   const auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
   return {r.read.numerator, r.read.normaliser, copy(r.final_state.numerator), copy(r.final_state.normaliser),
           copy(r.final_state.key_max)};
@@ -41,7 +45,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_step_
     const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& state_numerator,
     const at::Tensor& state_normaliser, const at::Tensor& key_max, const c10::optional<at::Tensor>& mask_t) {
   AftState state{state_numerator, state_normaliser, key_max};
-  const PriorRead r = aft_step(k_t, v_t, state, or_undefined(mask_t));
+  const PriorRead r = native::aft_step(k_t, v_t, state, or_undefined(mask_t));
   // The read is a view of the new state; outputs must not alias each other.
   return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
 }
@@ -65,7 +69,8 @@ TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::T
   const at::Tensor key = finite_padding("fem_aft_read", "k", k, m), value = finite_padding("fem_aft_read", "v", v, m);
   const FemRead r = fem_capped_read("fem_aft_read", value, beta, cap, [&](const at::Tensor& values) {
     const auto keys = at::cat({key, key}, -1).to(values.scalar_type());  // each channel's key logit, both streams
-    return normalised_read(aft(keys, values, m, chosen, or_undefined(cu_seqlens)), kPriorNormaliserFloor);
+    return native::normalised_read(native::aft(keys, values, m, chosen, or_undefined(cu_seqlens)),
+                                   kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -94,6 +99,21 @@ OpFamily declare_aft() {
 }
 
 }  // namespace
+
+PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
+              const at::Tensor& cu_seqlens) {
+  const auto [numerator, normaliser, state_numerator, state_normaliser, key_max] =
+      call_op<&aft_op>(k, v, none_if_undefined(mask), impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt,
+                       false, none_if_undefined(cu_seqlens));
+  return {numerator, normaliser};
+}
+
+PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t) {
+  const auto [numerator, normaliser, state_numerator, state_normaliser, key_max] = call_op<&aft_step_op>(
+      k_t, v_t, state.numerator, state.normaliser, state.key_max, none_if_undefined(mask_t));
+  state = {state_numerator, state_normaliser, key_max};
+  return {numerator, normaliser};
+}
 
 SEQMIX_OP_FAMILY(declare_aft);
 

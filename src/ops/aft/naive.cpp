@@ -18,7 +18,7 @@ PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& 
   for (const Segment& sequence : sequence_segments(cu_seqlens, k.size(1))) {
     auto state = aft_initial_state(k.size(0), k.size(2), k.options());  // each sequence from a fresh state
     for (int64_t t = sequence.begin; t < sequence.end; ++t) {
-      auto r = aft_step(keys.select(1, t), values.select(1, t), state, mask.defined() ? mask.select(1, t) : at::Tensor());
+      auto r = native::aft_step(keys.select(1, t), values.select(1, t), state, mask.defined() ? mask.select(1, t) : at::Tensor());
       num.push_back(r.numerator);
       den.push_back(r.normaliser);
     }

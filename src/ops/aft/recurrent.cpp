@@ -12,7 +12,7 @@ AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOpti
           at::full({batch, channels}, -1e30, options)};
 }
 
-PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t) {
+PriorRead native::aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t) {
   const char* op = "aft_step";
   check_rank(k_t, op, "k_t", 2, "B,C");
   check_rank(v_t, op, "v_t", 2, "B,C");

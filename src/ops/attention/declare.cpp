@@ -6,7 +6,7 @@
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
@@ -25,6 +25,10 @@ at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at:
   })[0];
 }
 
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
+
 std::vector<BadCall> attention_bad_calls();
 
 namespace {
@@ -36,8 +40,8 @@ double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
 at::Tensor attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                         c10::optional<double> scale, const c10::optional<at::Tensor>& key_mask, c10::string_view impl,
                         const c10::optional<at::Tensor>& cu_seqlens) {
-  return softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl),
-                           or_undefined(cu_seqlens));
+  return native::softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl),
+                                   or_undefined(cu_seqlens));
 }
 
 at::Tensor relu_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
@@ -72,6 +76,16 @@ OpFamily declare_attention() {
 }
 
 }  // namespace
+
+at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
+                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
+  return call_op<&attention_op>(q, k, v, causal, scale, none_if_undefined(key_mask), impl_name(impl),
+                                none_if_undefined(cu_seqlens));
+}
+
+at::Tensor relu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
+  return call_op<&relu_attention_op>(q, k, v, causal, eps);
+}
 
 SEQMIX_OP_FAMILY(declare_attention);
 

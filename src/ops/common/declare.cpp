@@ -12,7 +12,7 @@ std::vector<BadCall> prior_read_bad_calls();
 namespace {
 
 at::Tensor normalised_read_op(const at::Tensor& numerator, const at::Tensor& normaliser, double eps) {
-  return normalised_read({numerator, normaliser}, eps);
+  return native::normalised_read({numerator, normaliser}, eps);
 }
 
 std::vector<BadCall> common_bad_calls() {
@@ -26,6 +26,10 @@ OpFamily declare_common() {
 }
 
 }  // namespace
+
+at::Tensor normalised_read(const PriorRead& read, double eps) {
+  return call_op<&normalised_read_op>(read.numerator, read.normaliser, eps);
+}
 
 SEQMIX_OP_FAMILY(declare_common);
 

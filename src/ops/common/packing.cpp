@@ -67,7 +67,7 @@ std::vector<Segment> eager_sequence_segments(const char* op, const at::Tensor& c
 }
 
 std::vector<at::Tensor> join_sequences(const std::vector<std::vector<at::Tensor>>& outputs,
-                                       const std::vector<int64_t>& join_dims) {
+                                       c10::IntArrayRef join_dims) {
   std::vector<at::Tensor> joined(join_dims.size());
   for (size_t i = 0; i < join_dims.size(); ++i) {
     std::vector<at::Tensor> parts;

@@ -6,7 +6,7 @@
 
 namespace seqmix::ops {
 
-at::Tensor normalised_read(const PriorRead& read, double eps) {
+at::Tensor native::normalised_read(const PriorRead& read, double eps) {
   const char* op = "normalised_read";
   TORCH_CHECK(read.numerator.defined() && read.normaliser.defined(), op,
               ": needs both the numerator and the normaliser of the read");

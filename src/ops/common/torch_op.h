@@ -108,6 +108,12 @@ struct BelowAutograd<R(Args...), f> {
   }
 };
 
+// The operator's name ("seqmix::gla") that define_op registered f under, for call_op.
+template <auto f>
+struct RegisteredName {
+  static inline std::string name;
+};
+
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
 // naive twin), and as its CPU kernel below autograd.
@@ -116,6 +122,7 @@ void define_op(torch::Library& m, const char* schema) {
   using Signature = std::remove_pointer_t<decltype(f)>;
   using Adapted = reduced_precision::InFloat32<Signature, f>;
   const c10::FunctionSchema parsed = torch::schema(schema);
+  RegisteredName<f>::name = "seqmix::" + parsed.name();
   std::vector<int>& state_of = reduced_precision::StateOutputs<f>::input_of_output;
   state_of.assign(parsed.returns().size(), -1);
   for (size_t i = 0; i < parsed.returns().size(); ++i)
@@ -125,6 +132,25 @@ void define_op(torch::Library& m, const char* schema) {
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
   m.impl(parsed.name().c_str(),
          torch::dispatch(c10::DispatchKey::CPU, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
+}
+
+// Calls the operator define_op registered f as, through the dispatcher, with f's arguments. Every C++ entry point
+// (ops::gla, ops::gla_step, ...) is this call, so a layer reaches an op exactly as torch.ops.seqmix.* does: reduced
+// precision, autocast and the device's kernel apply alike. f itself (and ops::native::*) runs inside the operator.
+template <auto f>
+const auto& registered_op() {
+  using Signature = std::remove_pointer_t<decltype(f)>;
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(RegisteredName<f>::name.c_str(), "").template typed<Signature>();
+  return op;
+}
+template <auto f, class... Args>
+auto call_op(Args&&... args) {
+  return registered_op<f>().call(std::forward<Args>(args)...);
+}
+// An optional tensor argument of an operator from a C++ tensor: none when undefined.
+inline c10::optional<at::Tensor> none_if_undefined(const at::Tensor& t) {
+  return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
 }
 
 // An operator without tensor arguments (an initial state): nothing to dispatch on, one kernel for every key.

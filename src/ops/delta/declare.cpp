@@ -7,7 +7,7 @@
 #include "seqmix/ops/delta.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
   check_impl(impl, kDeltaRuleImpls, "delta_rule");
@@ -17,6 +17,10 @@ PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   });
   return {r[0], r[1]};
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> delta_bad_calls();
 
@@ -54,7 +58,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> delta_rule_step_op(co
                                                                               const at::Tensor& v_t, const at::Tensor& beta_t,
                                                                               const at::Tensor& kv, const at::Tensor& k_sum) {
   LinearAttentionState state{kv, k_sum};
-  const PriorRead r = delta_rule_step(q_t, k_t, v_t, beta_t, state);
+  const PriorRead r = native::delta_rule_step(q_t, k_t, v_t, beta_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
@@ -89,6 +93,20 @@ OpFamily declare_delta() {
 }
 
 }  // namespace
+
+PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
+  const auto [numerator, normaliser, kv, k_sum] = call_op<&delta_rule_op>(
+      q, k, v, beta, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt, false, c10::nullopt);
+  return {numerator, normaliser};
+}
+
+PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
+                          LinearAttentionState& state) {
+  const auto [numerator, normaliser, kv, k_sum] =
+      call_op<&delta_rule_step_op>(q_t, k_t, v_t, beta_t, state.kv, state.k_sum);
+  state = {kv, k_sum};
+  return {numerator, normaliser};
+}
 
 SEQMIX_OP_FAMILY(declare_delta);
 

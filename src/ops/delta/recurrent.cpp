@@ -6,8 +6,8 @@
 
 namespace seqmix::ops {
 
-PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
-                          LinearAttentionState& state) {
+PriorRead native::delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                                  const at::Tensor& beta_t, LinearAttentionState& state) {
   const char* op = "delta_rule_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
   check_state_features_are_keys(op, q_t, state.kv);

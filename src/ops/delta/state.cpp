@@ -10,7 +10,7 @@ namespace seqmix::ops {
 ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                     const LinearAttentionState& initial, bool final_state, Impl impl) {
   const bool from_state = initial.kv.defined() || initial.k_sum.defined();
-  if (!from_state && !final_state) return {delta_rule(q, k, v, beta, impl), {}};
+  if (!from_state && !final_state) return {native::delta_rule(q, k, v, beta, impl), {}};
   check_rank(q, "delta_rule", "q", 4, "B,T,H,dk");
   check_rank(v, "delta_rule", "v", 4, "B,T,H,dv");
   check_initial_state("delta_rule", initial, q, v);
@@ -29,7 +29,7 @@ ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, co
     bs = at::cat({beta, at::zeros({B, dk, H}, beta.options())}, 1);
     vs = at::cat({vs, at::zeros({B, dk, H, dv + 1}, vs.options())}, 1);
   }
-  const at::Tensor read = delta_rule(qs, ks, vs, bs, impl).numerator;  // [B,T(+dk),H,dv+1]
+  const at::Tensor read = native::delta_rule(qs, ks, vs, bs, impl).numerator;  // [B,T(+dk),H,dv+1]
   const at::Tensor positions = read.narrow(1, 0, T);
   ReadWithState out;
   out.read.numerator = positions.narrow(-1, 0, dv);

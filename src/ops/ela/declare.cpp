@@ -7,7 +7,7 @@
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl) {
@@ -18,6 +18,10 @@ at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
                                          : ela_naive(qw, kw, vw, kernel, causal, eps)};
   })[0];
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> ela_bad_calls();
 
@@ -55,7 +59,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_op(
   }
   const ExactKernel& kernel = exact_kernel(std::string(kernel_name));
   const at::Tensor qs = scaled(q, scale);
-  const at::Tensor y = ela(qs, k, v, kernel, causal, eps, impl_of(impl));
+  const at::Tensor y = native::ela(qs, k, v, kernel, causal, eps, impl_of(impl));
   const bool with_state = kv.has_value() || k_sum.has_value() || key_max.has_value() || output_final_state;
   if (!with_state) return {y, at::Tensor(), at::Tensor(), at::Tensor()};
   TORCH_CHECK(causal, "ela: a state (kv, k_sum, key_max, output_final_state) needs causal=True");
@@ -74,7 +78,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_step_op(const at:
                                                                        const at::Tensor& k_sum, const at::Tensor& key_max,
                                                                        c10::string_view kernel, double eps) {
   ElaState state{kv, k_sum, empty_as_undefined(key_max)};
-  const at::Tensor y = ela_step(q_t, k_t, v_t, exact_kernel(std::string(kernel)), state, eps);
+  const at::Tensor y = native::ela_step(q_t, k_t, v_t, exact_kernel(std::string(kernel)), state, eps);
   return {y, state.kv, state.k_sum, undefined_as_empty(state.key_max, kv)};
 }
 
@@ -126,6 +130,20 @@ OpFamily declare_ela() {
 }
 
 }  // namespace
+
+at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
+               double eps, Impl impl) {
+  return std::get<0>(call_op<&ela_op>(q, k, v, kernel.name, causal, eps, impl_name(impl), c10::nullopt, c10::nullopt,
+                                      c10::nullopt, c10::nullopt, false, c10::nullopt));
+}
+
+at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
+                    ElaState& state, double eps) {
+  const auto [y, kv, k_sum, key_max] = call_op<&ela_step_op>(
+      q_t, k_t, v_t, state.kv, state.k_sum, undefined_as_empty(state.key_max, state.kv), kernel.name, eps);
+  state = {kv, k_sum, empty_as_undefined(key_max)};
+  return y;
+}
 
 SEQMIX_OP_FAMILY(declare_ela);
 

@@ -34,11 +34,11 @@ at::Tensor ela_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (kernel.exponential) {
     if (causal) return hadamard_scan(q, k, v);
     auto features = shifted_exp_features(q, k);
-    return normalised_read(linear_attention_fused(features.first, features.second, v, false), eps);
+    return native::normalised_read(linear_attention_fused(features.first, features.second, v, false), eps);
   }
   auto read = linear_attention_fused(kernel.query_features(q), kernel.key_features(k), v, causal);
   check_row_sums(kernel, read.normaliser);
-  return normalised_read(read, eps);
+  return native::normalised_read(read, eps);
 }
 
 }  // namespace seqmix::ops

@@ -20,8 +20,8 @@ ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
   return s;
 }
 
-at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
-                    ElaState& state, double eps) {
+at::Tensor native::ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                            const ExactKernel& kernel, ElaState& state, double eps) {
   const char* op = "ela_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
   check_eps(op, eps);

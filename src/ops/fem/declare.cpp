@@ -8,7 +8,7 @@
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
@@ -21,6 +21,10 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
   });
   return {r[0], r[1]};
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> fem_bad_calls();
 
@@ -38,17 +42,17 @@ TensorPair fem_softmax_read_op(const at::Tensor& q, const at::Tensor& k, const a
     const auto joined = each_sequence_alone(
         "fem_softmax_read", *cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
           const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
-          const FemRead r = fem_softmax_read(part(q), part(k), part(v), beta, cap, causal, s, {}, impl_of(impl));
+          const FemRead r = native::fem_softmax_read(part(q), part(k), part(v), beta, cap, causal, s, {}, impl_of(impl));
           return std::vector<at::Tensor>{r.mean, r.free_energy};
         });
     return {joined[0], joined[1]};
   }
-  const FemRead r = fem_softmax_read(q, k, v, beta, cap, causal, s, or_undefined(key_mask), impl_of(impl));
+  const FemRead r = native::fem_softmax_read(q, k, v, beta, cap, causal, s, or_undefined(key_mask), impl_of(impl));
   return {r.mean, r.free_energy};
 }
 
 TensorPair fem_scale_values_op(const at::Tensor& v, const at::Tensor& beta, double cap) {
-  const FemValues values = fem_scale_values(v, beta, cap);
+  const FemValues values = native::fem_scale_values(v, beta, cap);
   // Outputs are new tensors, as the schema says: with cap 0 the clipped values are v itself.
   return {values.clipped.is_same(v) ? v.clone() : values.clipped, values.scaled};
 }
@@ -91,6 +95,19 @@ OpFamily declare_fem() {
 }
 
 }  // namespace
+
+FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
+  const auto [mean, free_energy] = call_op<&fem_softmax_read_op>(q, k, v, beta, cap, causal, scale,
+                                                                 none_if_undefined(key_mask), impl_name(impl),
+                                                                 c10::nullopt);
+  return {mean, free_energy};
+}
+
+FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
+  const auto [clipped, scaled] = call_op<&fem_scale_values_op>(v, beta, cap);
+  return {clipped, scaled};
+}
 
 SEQMIX_OP_FAMILY(declare_fem);
 

@@ -21,10 +21,11 @@ at::Tensor smallest_normal(const at::Tensor& t) {
 
 FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, const at::Tensor& shift,
                              const at::Tensor& support, at::ScalarType read_type, const ValueRead& read) {
-  auto exponent = values.scaled - shift;
+  // In read_type: u - shift lies in [-2 cap, 0], where bfloat16's spacing (0.25 at 40) would erase u.
+  auto exponent = values.scaled.to(read_type) - shift.to(read_type);
   if (support.defined())
     exponent = at::where(support, exponent, at::full_like(exponent, -std::numeric_limits<double>::infinity()));
-  const auto r = read(at::cat({values.clipped, exponent.exp()}, -1).to(read_type));
+  const auto r = read(at::cat({values.clipped.to(read_type), exponent.exp()}, -1));
   const int64_t width = values.clipped.size(-1);
   const auto mean = r.narrow(-1, 0, width), z = r.narrow(-1, width, width);
   const auto free_energy = (at::maximum(z, smallest_normal(z)).log() + shift.to(read_type)) / beta.to(read_type);
@@ -40,7 +41,7 @@ FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& b
   const int64_t channels = c10::multiply_integers(channel_shape);
   TORCH_CHECK(beta.numel() == channels, op, ": beta must have ", channels, " entries, one per value channel (got ",
               beta.sizes(), ")");
-  const FemValues flat = fem_scale_values(v.flatten(2), beta.reshape({channels}), cap);
+  const FemValues flat = native::fem_scale_values(v.flatten(2), beta.reshape({channels}), cap);
   const FemValues values{flat.clipped.view(v.sizes()), flat.scaled.view(v.sizes())};
   return fem_free_energy_read(values, beta.reshape(channel_shape), at::scalar_tensor(cap, at::kDouble), {}, at::kDouble,
                               read);

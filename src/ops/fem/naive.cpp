@@ -9,7 +9,7 @@
 
 namespace seqmix::ops {
 
-FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
+FemValues native::fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
   TORCH_CHECK(cap >= 0, "fem_scale_values: cap must be >= 0 (got ", cap, ")");
   TORCH_CHECK(v.defined() && v.dim() >= 1, "fem_scale_values: v must have a channel axis [...,C] (got ",
               v.defined() ? "a scalar" : "none", ")");
@@ -51,7 +51,7 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
               " entries (got ", beta.numel(), ")");
   const auto b = beta.reshape({v.size(2), v.size(3)});
   const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
-  const auto values = fem_scale_values(in.v.flatten(2), beta.reshape({-1}), cap);
+  const auto values = native::fem_scale_values(in.v.flatten(2), beta.reshape({-1}), cap);
   const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
   auto scores = at::matmul(in.q.transpose(1, 2), in.k.permute({0, 2, 3, 1})) * scale;  // [B,H,T,S]
   const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());

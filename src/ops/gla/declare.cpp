@@ -8,7 +8,7 @@
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens) {
@@ -22,6 +22,10 @@ PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, con
   return {r[0], r[1]};
 }
 
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
+
 std::vector<BadCall> gla_bad_calls();
 
 namespace {
@@ -33,7 +37,7 @@ ReadAndState gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
                     const c10::optional<at::Tensor>& k_sum, bool output_final_state,
                     const c10::optional<at::Tensor>& cu_seqlens) {
   const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
-  const ReadWithState r = continue_packed_scan(gla(qs, k, v, log_decay, impl_of(impl), offsets), qs, k, v, log_decay,
+  const ReadWithState r = continue_packed_scan(native::gla(qs, k, v, log_decay, impl_of(impl), offsets), qs, k, v, log_decay,
                                                {or_undefined(kv), or_undefined(k_sum)}, output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
@@ -43,7 +47,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_step_op(const at:
                                                                        const at::Tensor& v_t, const at::Tensor& log_decay_t,
                                                                        const at::Tensor& kv, const at::Tensor& k_sum) {
   LinearAttentionState state{kv, k_sum};
-  const PriorRead r = gla_step(q_t, k_t, v_t, log_decay_t, state);
+  const PriorRead r = native::gla_step(q_t, k_t, v_t, log_decay_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
@@ -56,7 +60,7 @@ TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::T
   const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read");
   const FemRead r = fem_capped_read("fem_gla_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
-    return normalised_read(gla(q.to(type), k.to(type), values, log_decay.to(type), chosen, or_undefined(cu_seqlens)),
+    return native::normalised_read(native::gla(q.to(type), k.to(type), values, log_decay.to(type), chosen, or_undefined(cu_seqlens)),
                            kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
@@ -135,6 +139,22 @@ OpFamily declare_gla() {
 }
 
 }  // namespace
+
+PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
+              const at::Tensor& cu_seqlens) {
+  const auto [numerator, normaliser, kv, k_sum] =
+      call_op<&gla_op>(q, k, v, log_decay, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt, false,
+                       none_if_undefined(cu_seqlens));
+  return {numerator, normaliser};
+}
+
+PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& log_decay_t,
+                   LinearAttentionState& state) {
+  const auto [numerator, normaliser, kv, k_sum] =
+      call_op<&gla_step_op>(q_t, k_t, v_t, log_decay_t, state.kv, state.k_sum);
+  state = {kv, k_sum};
+  return {numerator, normaliser};
+}
 
 SEQMIX_OP_FAMILY(declare_gla);
 

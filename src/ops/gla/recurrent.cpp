@@ -6,7 +6,7 @@
 
 namespace seqmix::ops {
 
-PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+PriorRead native::gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
                    const at::Tensor& log_decay_t, LinearAttentionState& state) {
   const char* op = "gla_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);

@@ -6,7 +6,7 @@
 #include "seqmix/ops/hypermlp.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
                          const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
@@ -19,6 +19,10 @@ at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
                                          : hypermlp_read_dense(qw, kw, vw, s1w, mix1, s2w, mix2, options)};
   })[0];
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> hypermlp_bad_calls();
 
@@ -62,14 +66,14 @@ at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::
   TORCH_CHECK(before.defined() == s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
   TORCH_CHECK(after.defined() == s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
   if (!cu_seqlens.has_value())
-    return hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
+    return native::hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
   // Packed: each sequence read alone (its lags and, in the forward layout, its positions start at its first token),
   // the mixing parameters shared; joined along time.
   check_packed_attention("hypermlp_read", q, k, at::Tensor(), *cu_seqlens);
   return each_sequence_alone("hypermlp_read", *cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
     const auto part = [&](const at::Tensor& x) { return x.defined() ? x.narrow(1, begin, length) : x; };
-    return std::vector<at::Tensor>{hypermlp_read(part(q), part(k), part(v), part(or_undefined(s1)), before,
-                                                 part(or_undefined(s2)), after, options, impl_of(impl))};
+    return std::vector<at::Tensor>{native::hypermlp_read(part(q), part(k), part(v), part(or_undefined(s1)), before,
+                                                         part(or_undefined(s2)), after, options, impl_of(impl))};
   })[0];
 }
 
@@ -77,7 +81,31 @@ OpFamily declare_hypermlp() {
   return {.name = "hypermlp", .torch_ops = {{"hypermlp_read", kHypermlpReadImpls}}, .bad_calls = hypermlp_bad_calls};
 }
 
+// The operator's spelling of the read's options.
+const char* activation_name(HyperActivation a) {
+  switch (a) {
+    case HyperActivation::relu: return "relu";
+    case HyperActivation::glu: return "glu";
+    case HyperActivation::softmax: return "softmax";
+  }
+  return "";
+}
+const char* layout_name(HyperLayout l) { return l == HyperLayout::lag ? "lag" : "forward"; }
+c10::optional<at::Tensor> part_of(const HyperMixing& m, at::Tensor HyperMixing::*part) {
+  return m.defined() ? c10::optional<at::Tensor>(m.*part) : c10::nullopt;
+}
+
 }  // namespace
+
+at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
+                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
+                         const HyperReadOptions& options, Impl impl) {
+  return call_op<&hypermlp_read_op>(
+      q, k, v, none_if_undefined(s1), part_of(mix1, &HyperMixing::diag), part_of(mix1, &HyperMixing::U),
+      part_of(mix1, &HyperMixing::Vt), none_if_undefined(s2), part_of(mix2, &HyperMixing::diag),
+      part_of(mix2, &HyperMixing::U), part_of(mix2, &HyperMixing::Vt), activation_name(options.activation),
+      layout_name(options.layout), options.eps, options.scale, options.block, impl_name(impl), c10::nullopt);
+}
 
 SEQMIX_OP_FAMILY(declare_hypermlp);
 

@@ -7,7 +7,7 @@
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens) {
@@ -20,6 +20,10 @@ PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   });
   return {r[0], r[1]};
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> linear_attention_bad_calls();
 
@@ -35,7 +39,7 @@ ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const
   const LinearAttentionState initial{or_undefined(kv), or_undefined(k_sum)};
   TORCH_CHECK(causal || (!initial.kv.defined() && !initial.k_sum.defined() && !output_final_state),
               "linear_attention: a state (kv, k_sum or output_final_state) needs causal=True");
-  const ReadWithState r = continue_packed_scan(linear_attention(qs, k, v, causal, impl_of(impl), offsets), qs, k, v,
+  const ReadWithState r = continue_packed_scan(native::linear_attention(qs, k, v, causal, impl_of(impl), offsets), qs, k, v,
                                                at::Tensor(), initial, output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
@@ -44,7 +48,7 @@ ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linear_attention_step_op(
     const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& kv, const at::Tensor& k_sum) {
   LinearAttentionState state{kv, k_sum};
-  const PriorRead r = linear_attention_step(q_t, k_t, v_t, state);
+  const PriorRead r = native::linear_attention_step(q_t, k_t, v_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
@@ -62,7 +66,7 @@ TensorPair fem_linear_read_op(const at::Tensor& q, const at::Tensor& k, const at
   const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read");
   const FemRead r = fem_capped_read("fem_linear_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
-    return normalised_read(linear_attention(wq, wk, values, causal, chosen, or_undefined(cu_seqlens)),
+    return native::normalised_read(native::linear_attention(wq, wk, values, causal, chosen, or_undefined(cu_seqlens)),
                            kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
@@ -100,6 +104,21 @@ OpFamily declare_linear_attention() {
 }
 
 }  // namespace
+
+PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
+                           const at::Tensor& cu_seqlens) {
+  const auto [numerator, normaliser, kv, k_sum] =
+      call_op<&linear_attention_op>(q, k, v, causal, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt,
+                                    false, none_if_undefined(cu_seqlens));
+  return {numerator, normaliser};
+}
+
+PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                                LinearAttentionState& state) {
+  const auto [numerator, normaliser, kv, k_sum] = call_op<&linear_attention_step_op>(q_t, k_t, v_t, state.kv, state.k_sum);
+  state = {kv, k_sum};
+  return {numerator, normaliser};
+}
 
 SEQMIX_OP_FAMILY(declare_linear_attention);
 

@@ -13,8 +13,8 @@ LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads
   return {at::zeros({batch, heads, dk, dv}, options), at::zeros({batch, heads, dk}, options)};
 }
 
-PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                                LinearAttentionState& state) {
+PriorRead native::linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
+                                        LinearAttentionState& state) {
   const char* op = "linear_attention_step";
   check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
   check_state_features_are_keys(op, q_t, state.kv);

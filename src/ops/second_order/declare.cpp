@@ -6,7 +6,7 @@
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/second_order_attention.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                      const at::Tensor& bias_scale, bool causal, Impl impl) {
@@ -28,6 +28,10 @@ at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   })[0];
 }
 
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
+
 std::vector<BadCall> second_order_bad_calls();
 
 namespace {
@@ -48,7 +52,7 @@ at::Tensor mha2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tens
                         const c10::optional<at::Tensor>& cu_seqlens) {
   return each_sequence_read("mha2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
     const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return mha2nd1st(part(q), part(k), temperature, bias_scale, causal, impl_of(impl));
+    return native::mha2nd1st(part(q), part(k), temperature, bias_scale, causal, impl_of(impl));
   });
 }
 
@@ -57,7 +61,7 @@ at::Tensor light2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const c10::optional<at::Tensor>& cu_seqlens) {
   return each_sequence_read("light2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
     const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return light2nd1st(part(q), part(k), part(v), scale, tau, causal, impl_of(impl));
+    return native::light2nd1st(part(q), part(k), part(v), scale, tau, causal, impl_of(impl));
   });
 }
 
@@ -68,6 +72,16 @@ OpFamily declare_second_order() {
 }
 
 }  // namespace
+
+at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                     const at::Tensor& bias_scale, bool causal, Impl impl) {
+  return call_op<&mha2nd1st_op>(q, k, temperature, bias_scale, causal, impl_name(impl), c10::nullopt);
+}
+
+at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                       const at::Tensor& tau, bool causal, Impl impl) {
+  return call_op<&light2nd1st_op>(q, k, v, scale, tau, causal, impl_name(impl), c10::nullopt);
+}
 
 SEQMIX_OP_FAMILY(declare_second_order);
 

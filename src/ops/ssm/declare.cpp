@@ -6,13 +6,17 @@
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/ssm.h"
 
-namespace seqmix::ops {
+namespace seqmix::ops::native {
 
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
   return check_impl(impl, kSsmScanImpls, "ssm_scan") == Impl::fused ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
                                                                     : ssm_scan_naive(u, delta, A, b, c, cu_seqlens);
 }
+
+}  // namespace seqmix::ops::native
+
+namespace seqmix::ops {
 
 std::vector<BadCall> ssm_bad_calls();
 
@@ -32,7 +36,7 @@ TensorPair ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::T
 TensorPair ssm_step_op(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A, const at::Tensor& b_t,
                        const at::Tensor& c_t, const at::Tensor& state) {
   at::Tensor next = state;
-  at::Tensor y = ssm_step(u_t, delta_t, A, b_t, c_t, next);
+  at::Tensor y = native::ssm_step(u_t, delta_t, A, b_t, c_t, next);
   return {y, next};
 }
 
@@ -49,8 +53,8 @@ TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const a
     // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.
     const auto u = at::cat({values, at::ones_like(v, values.options())}, -1);
     const auto tile = [](const at::Tensor& t, int64_t dim) { return at::cat({t, t, t}, dim); };
-    auto y = ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen,
-                      or_undefined(cu_seqlens));
+    auto y = native::ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen,
+                              or_undefined(cu_seqlens));
     if (D.has_value()) y = y + u * tile(D->to(type), 0);
     const int64_t C = v.size(-1);
     const auto den = y.narrow(-1, 2 * C, C);
@@ -86,6 +90,19 @@ OpFamily declare_ssm() {
 }
 
 }  // namespace
+
+at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
+  return std::get<0>(
+      call_op<&ssm_scan_op>(u, delta, A, b, c, impl_name(impl), c10::nullopt, false, none_if_undefined(cu_seqlens)));
+}
+
+at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A, const at::Tensor& b_t,
+                    const at::Tensor& c_t, at::Tensor& state) {
+  auto [y, next] = call_op<&ssm_step_op>(u_t, delta_t, A, b_t, c_t, state);
+  state = next;
+  return y;
+}
 
 SEQMIX_OP_FAMILY(declare_ssm);
 

@@ -19,7 +19,7 @@ at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at
   for (const Segment& sequence : sequence_segments(cu_seqlens, u.size(1))) {
     auto state = at::zeros({u.size(0), u.size(2), A.size(1)}, u.options());  // each sequence from zero
     for (int64_t t = sequence.begin; t < sequence.end; ++t)
-      ys.push_back(ssm_step(u.select(1, t), delta.select(1, t), A, b.select(1, t), c.select(1, t), state));
+      ys.push_back(native::ssm_step(u.select(1, t), delta.select(1, t), A, b.select(1, t), c.select(1, t), state));
   }
   return at::stack(ys, 1);
 }

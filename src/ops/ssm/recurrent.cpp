@@ -6,8 +6,8 @@
 
 namespace seqmix::ops {
 
-at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
-                    const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state) {
+at::Tensor native::ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
+                            const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state) {
   const char* op = "ssm_step";
   check_rank(u_t, op, "u_t", 2, "B,C");
   check_rank(delta_t, op, "delta_t", 2, "B,C");

@@ -47,7 +47,7 @@ ScanWithState continue_scan(const at::Tensor& y, const at::Tensor& u, const at::
 ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                                   const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
                                   const at::Tensor& cu_seqlens) {
-  const at::Tensor y = ssm_scan(u, delta, A, b, c, impl, cu_seqlens);
+  const at::Tensor y = native::ssm_scan(u, delta, A, b, c, impl, cu_seqlens);
   if (!cu_seqlens.defined()) return continue_scan(y, u, delta, A, b, c, initial, final_state);
   if (!initial.defined() && !final_state) return {y, {}};
   // Packed: each sequence's slice continued from its own row of the initial state, [N,C,N_state].
