@@ -184,11 +184,11 @@ std::vector<std::string> hyper_notes(bool glu) {
   notes.push_back("  " + line);
   notes.push_back("Grammar: Base[-Feat][-Rank][-Mix][!]; Feat from p (RoPE), c (KV conv), g (gates); Rank q|v "
                   "(matched budget); Mix 1|2|12 (+o lag layout); ! no compression.");
-  notes.push_back("mix_rank=0 (the default) takes the paper's r_s = 16 where the matched budget leaves room for "
-                  "it, else the largest r_s that leaves one QK (q) or VO (v) rank step; where even r_s = 1 outgrows "
-                  "softmax's 4 d^2 (a narrow layer over a long max_len) it builds the smallest layer of the label, "
-                  "r_s = 1 and one rank step, over budget, and warns; the layer's description gives its ranks and "
-                  "parameters against the budget.");
+  notes.push_back("mix_rank=0 (the default) takes the paper's r_s = 16 where the matched rank stays at least d/8 "
+                  "(the paper's HyperGLU QK rank), else halves r_s until it does; where no power of two does, the "
+                  "largest r_s that leaves one rank step; where even r_s = 1 outgrows softmax's 4 d^2 (a narrow "
+                  "layer over a long max_len) the smallest layer of the label, r_s = 1 and one rank step, over "
+                  "budget, with a warning. The layer's description gives its ranks and parameters against the budget.");
   return notes;
 }
 
@@ -205,8 +205,8 @@ std::vector<Field<O>> hyper_fields(const std::string& name) {
                            }),
           Field<O>::integer("heads", &O::heads, "value heads (the paper fixes 2; G has 2 score heads per value head)", 1),
           Field<O>::integer("mix_rank", &O::mix_rank,
-                            "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12); 0 = 16, or the largest that "
-                            "fits a matched budget",
+                            "rank r_s of the DPLR sequence mixers (labels with 1, 2, 12); 0 = 16, or less where a "
+                            "matched budget needs it (below)",
                             0),
           Field<O>::integer("max_len", &O::max_len, "positions the mixing parameters cover (0 = the model's length)", 0),
           Field<O>::integer("qk_rank", &O::qk_rank, "total QK rank by hand (0 = from the label; '!' labels only)", 0),

@@ -1,5 +1,7 @@
 #include "seqmix/layers/hypermlp_variant.h"
 
+#include <algorithm>
+
 
 #include "seqmix/io/error.h"
 #include "seqmix/io/printable.h"
@@ -157,13 +159,22 @@ HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& v, 
   if (match_qk || v.budget == HyperVariant::Budget::match_vo) {
     const int64_t unit = match_qk ? qk_unit : vo_unit;
     int64_t rank = largest_fitting_rank(v, shape, unit, match_qk, ranks.budget);
-    if (rank == 0 && choose_mix_rank) {
-      // The largest mixing rank that leaves room; else the smallest layer of the label, over budget.
-      for (int64_t r = kPaperMixRank - 1; r >= 1 && rank == 0; --r) {
-        shape.mix_rank = r;
-        rank = largest_fitting_rank(v, shape, unit, match_qk, ranks.budget);
-      }
-      if (rank == 0) shape.mix_rank = 1, rank = unit;
+    const int64_t paper_rank = std::max<int64_t>(s.dim / 8, 1);
+    if (choose_mix_rank && rank < paper_rank) {
+      const auto matched_rank_at = [&](int64_t mix_rank) {
+        HyperShape with = shape;
+        with.mix_rank = mix_rank;
+        return largest_fitting_rank(v, with, unit, match_qk, ranks.budget);
+      };
+      // Halve r_s until the matched side keeps the paper's HyperGLU QK rank, d/8 (d_qk = d / (8 n_head) per head);
+      // else the largest r_s that leaves it a rank step; else the smallest layer of the label, over budget.
+      int64_t chosen = 0;
+      for (int64_t r = kPaperMixRank / 2; r >= 1 && chosen == 0; r /= 2)
+        if (matched_rank_at(r) >= paper_rank) chosen = r;
+      for (int64_t r = kPaperMixRank; r >= 1 && chosen == 0; --r)
+        if (matched_rank_at(r) > 0) chosen = r;
+      shape.mix_rank = chosen > 0 ? chosen : 1;
+      rank = chosen > 0 ? matched_rank_at(chosen) : unit;
     }
     if (rank == 0) {
       std::string advice;

@@ -75,14 +75,7 @@ SequenceModel build_configured_model(Config& config, const Task& task, std::stri
     config.set("mixer", "none", "config");
   }
   torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
-  ModelContext c;
-  c.vocab_size = task.vocab_size();
-  c.input_features = task.input_features();
-  c.output_features = task.output_features();
-  c.seq_len = task.seq_len();
-  c.output_len = task.output_len();
-  c.mixers = mixers;
-  return build_model(model_spec, c);
+  return build_model(model_spec, model_context_for(task, mixers));
 }
 
 // spec with option key set to value (added when absent).
@@ -96,6 +89,17 @@ std::string with_option(const std::string& spec_text, const std::string& key, co
 }
 
 }  // namespace
+
+ModelContext model_context_for(const Task& task, std::vector<MixerSpec> mixers) {
+  ModelContext c;
+  c.vocab_size = task.vocab_size();
+  c.input_features = task.input_features();
+  c.output_features = task.output_features();
+  c.seq_len = task.seq_len();
+  c.output_len = task.output_len();
+  c.mixers = std::move(mixers);
+  return c;
+}
 
 Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> task) {
   set_threads(static_cast<int>(config.integer("threads")));

@@ -125,21 +125,27 @@ TEST(HyperVariant, ImpossibleBudgetsSayWhatFits) {
   EXPECT_TRUE(build("hyperglu:mix_rank=" + fits, 128, 128)) << fits;
 }
 
-TEST(HyperVariant, TheDefaultMixRankIsThePapersWhereItFitsElseTheLargestThatDoes) {
-  // Where r_s = 16 fits, the default is 16 (GPT-2 small's width and length).
+TEST(HyperVariant, TheDefaultMixRankIsThePapersWhereItFitsElseHalvedUntilTheMatchedRankKeepsAnEighth) {
+  // Where r_s = 16 leaves the matched side d/8 or more, the default is 16 (GPT-2 small's width and length).
   EXPECT_EQ(build("hyperglu", 768, 1024)->ranks().mix_rank, kPaperMixRank);
-  // Width 128 over 128 positions: the largest r_s that leaves a QK rank (the advice above), within the budget.
-  auto narrow = build("hyperglu", 128, 128);
-  const auto by_hand = build("hyperglu:mix_rank=" + std::to_string(narrow->ranks().mix_rank), 128, 128);
-  EXPECT_LT(narrow->ranks().mix_rank, kPaperMixRank);
-  EXPECT_EQ(narrow->ranks().qk_rank, by_hand->ranks().qk_rank);
-  EXPECT_LE(parameter_count(*narrow), 4 * 128 * 128);
-  EXPECT_EQ(error_of("hyperglu:mix_rank=" + std::to_string(narrow->ranks().mix_rank + 1), 128, 128).find("(no error)"),
-            std::string::npos);  // one more does not fit
+  // Width 256 over 256 positions: 16 does not fit, 8 leaves QK rank 32 = d/8 (the LM config's hand choice).
+  auto lm = build("hyperglu", 256, 256);
+  EXPECT_EQ(lm->ranks().mix_rank, 8);
+  EXPECT_EQ(lm->ranks().qk_rank, build("hyperglu:mix_rank=8", 256, 256)->ranks().qk_rank);
+  EXPECT_GE(lm->ranks().qk_rank, 256 / 8);
+  EXPECT_LE(parameter_count(*lm), 4 * 256 * 256);
+  // Width 128 over 128: 8 leaves no room, 4 leaves 16 = d/8.
+  auto mad = build("hyperglu", 128, 128);
+  EXPECT_EQ(mad->ranks().mix_rank, 4);
+  EXPECT_GE(mad->ranks().qk_rank, 128 / 8);
   std::ostringstream description;
-  narrow->pretty_print(description);
-  EXPECT_NE(description.str().find("mix_rank=" + std::to_string(narrow->ranks().mix_rank)), std::string::npos)
-      << description.str();
+  mad->pretty_print(description);
+  EXPECT_NE(description.str().find("mix_rank=4"), std::string::npos) << description.str();
+  // No power of two reaches d/8: the largest r_s that leaves one rank step.
+  auto narrow = build("hypermlp", 64, 256);
+  EXPECT_EQ(narrow->ranks().mix_rank, 1);
+  EXPECT_EQ(narrow->ranks().qk_rank, 2);
+  EXPECT_LE(narrow->ranks().parameters, narrow->ranks().budget);
   // Where even r_s = 1 outgrows 4 d^2: the smallest layer of the label, which says it is over budget.
   auto over = build("hypermlp", 32, 4096);
   EXPECT_EQ(over->ranks().mix_rank, 1);

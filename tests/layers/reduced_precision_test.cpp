@@ -20,6 +20,7 @@
 #include "seqmix/models/registry.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/precision.h"
+#include "seqmix/train/run.h"
 
 namespace seqmix {
 namespace {
@@ -233,18 +234,14 @@ std::string task_for(const std::string& model) {
 }
 
 SequenceModel seeded_model(const std::string& model, const Task& task) {
+  std::vector<std::string> specs;
+  if (model == "probe") specs = {"fem:heads=2"};  // one mixer, read at the last position
+  else if (model == "vit") specs = {"fem:heads=2,causal=0", "linear:heads=2,causal=0"};  // an encoder
+  else if (model_takes_mixers(model)) specs = {"fem:prior=gla,heads=2", "softmax:heads=2"};
+  std::vector<MixerSpec> mixers;
+  for (const auto& spec : specs) mixers.push_back(parse_mixer_spec(spec));
   torch::manual_seed(3);
-  ModelContext c;
-  c.vocab_size = task.vocab_size();
-  c.input_features = task.input_features();
-  c.output_features = task.output_features();
-  c.seq_len = task.seq_len();
-  c.output_len = task.output_len();
-  if (model == "probe") c.mixers = {parse_mixer_spec("fem:heads=2")};  // one mixer, read at the last position
-  else if (model == "vit") c.mixers = {parse_mixer_spec("fem:heads=2,causal=0"), parse_mixer_spec("linear:heads=2,causal=0")};
-  else if (model_takes_mixers(model))
-    c.mixers = {parse_mixer_spec("fem:prior=gla,heads=2"), parse_mixer_spec("softmax:heads=2")};
-  return build_model(model, c);
+  return build_model(model, model_context_for(task, mixers));
 }
 
 TEST(ReducedPrecision, EveryModelStaysCloseToFloat32AndTheLanguageModelDecodes) {
@@ -270,7 +267,8 @@ TEST(ReducedPrecision, EveryModelStaysCloseToFloat32AndTheLanguageModelDecodes) 
         const AutocastGuard autocast(InMode{mode}.autocast());
         auto state = lm->init_state(tokens.size(0));
         std::vector<torch::Tensor> logits{lm->prefill(tokens.narrow(1, 0, 3), state)};
-        for (int64_t t = 3; t < tokens.size(1); ++t) logits.push_back(lm->step(tokens.select(1, t), state).unsqueeze(1));
+        for (int64_t t = 3; t < tokens.size(1); ++t)
+          logits.push_back(lm->step(tokens.select(1, t), state).unsqueeze(1));
         e.decode = expect_close("lm decode", mode, torch::cat(logits, 1), logits_ref, kOutputTolerance);
       }
       add_to_report("model " + info.name, mode, e);

@@ -11,8 +11,10 @@
 #include "seqmix/io/error.h"
 #include "seqmix/io/idx.h"
 #include "seqmix/models/model_factory.h"
+#include "seqmix/models/registry.h"
 #include "seqmix/tasks/fashion_mnist.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/train/run.h"
 #include "seqmix/train/trainer.h"
 #include "support/error_of.h"
 
@@ -137,12 +139,8 @@ TEST(FashionMnist, TheVitClassifiesPatchesAndRefusesCausalMixers) {
 // image of the batch), not as scored tokens: the 49 patches of an image are one target.
 TEST(FashionMnist, TrainingLogsScoredSequencesNotTokens) {
   FashionMnistTask task(small(fake_data("throughput", 300, 40)), "fashion_mnist");
-  ModelContext c;
-  c.input_features = task.input_features();
-  c.output_features = task.output_features();
-  c.seq_len = task.seq_len();
-  c.mixers = {"softmax:causal=0,heads=2"};
-  auto model = build_model("vit:dim=16,layers=1", c);
+  auto model =
+      build_model("vit:dim=16,layers=1", model_context_for(task, {parse_mixer_spec("softmax:causal=0,heads=2")}));
   TrainConfig config;
   config.steps = 2;
   config.batch_size = 8;

@@ -61,10 +61,11 @@ constexpr int64_t kPaperMixRank = 16;
 // head count, even per head with RoPE) that keeps the layer within the budget: within one rank step of it,
 // which is within 1% wherever a step costs less (e.g. every matched Table 1 label at d >= 384). A mix_rank
 // given (> 0) is kept, and when no rank fits it is an error naming `mixer` and saying what would. mix_rank 0
-// chooses: kPaperMixRank where it fits, else the largest rank that leaves room for one rank step; where none
-// does (the mixers alone outgrow the budget: narrow layers over long max_len), rank 1 with one rank step, the
-// smallest layer of the label, over budget (HyperRanks::parameters > budget says so). qk_rank/vo_rank > 0 set
-// the ranks by hand (only with '!').
+// chooses: kPaperMixRank where the matched rank stays at least d/8 (the paper's HyperGLU QK rank), else r_s halved
+// until it does; where no power of two does, the largest r_s that leaves a rank step; where none does (the mixers
+// alone outgrow the budget: narrow layers over long max_len), r_s = 1 with one rank step, the smallest layer of
+// the label, over budget (HyperRanks::parameters > budget says so). qk_rank/vo_rank > 0 set the ranks by hand
+// (only with '!').
 HyperRanks resolve_hyper_ranks(const std::string& mixer, const HyperVariant& variant, const HyperShape& shape,
                                int64_t qk_rank = 0, int64_t vo_rank = 0);
 

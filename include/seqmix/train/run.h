@@ -7,6 +7,7 @@
 
 #include "seqmix/io/config.h"
 #include "seqmix/layers/mixer_spec.h"
+#include "seqmix/models/model_factory.h"
 #include "seqmix/models/sequence_model.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/trainer.h"
@@ -23,6 +24,9 @@ struct Run {
   std::string model_spec;  // resolved: the task's default model when the config names none
   std::vector<MixerSpec> mixers;  // parsed once, from the config
 };
+
+// What a model built for `task` is sized by (vocabulary or features, lengths), around `mixers`.
+ModelContext model_context_for(const Task& task, std::vector<MixerSpec> mixers);
 
 // Builds the run a config describes. Fills in the resolved model and mixer specs in `config`, so that
 // config.to_yaml() is the complete, reproducible description. `task`, when given, is the task already built
