@@ -2,9 +2,13 @@
 // through the mixers' recurrent states.
 #include <torch/torch.h>
 
+#include <cmath>
+#include <sstream>
+
 #include "commands.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
+#include "seqmix/io/runtime.h"
 #include "seqmix/models/language_model.h"
 #include "seqmix/tasks/text_lm.h"
 #include "seqmix/train/run.h"
@@ -23,7 +27,13 @@ struct GenerateArgs {
 int run_generate(const GenerateArgs& a) {
   if (a.tokens < 0) throw Error("--tokens must be >= 0");
   if (a.samples < 1) throw Error("--samples must be >= 1");
-  if (a.temperature < 0) throw Error("--temperature must be >= 0 (0 = greedy)");
+  if (!(std::isfinite(a.temperature) && a.temperature >= 0))
+    throw Error("--temperature must be a finite number >= 0 (0 = greedy), got " + (std::ostringstream() << a.temperature).str());
+  // The samples are held whole: [samples, prompt + tokens] int64, checked before the run is loaded.
+  if (static_cast<double>(a.samples) * (static_cast<double>(a.tokens) + 1) * 8 >
+      static_cast<double>(physical_memory_bytes()))
+    throw Error("--tokens " + std::to_string(a.tokens) + " with --samples " + std::to_string(a.samples) +
+                ": the samples would not fit in this machine's memory");
   if (a.top_k < 0) throw Error("--top-k must be >= 0 (0 = the whole vocabulary)");
   int64_t step = 0;
   Run run = load_run(a.run, a.threads, a.step, step);

@@ -6,6 +6,7 @@
 #include "seqmix/models/registry.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/train/run.h"
 
 namespace seqmix::cli {
 namespace {
@@ -28,7 +29,8 @@ void print_op_table() {
 }  // namespace
 
 void add_list_command(CLI::App& app, Action& action) {
-  auto* sub = app.add_subcommand("list", "list mixers, channel mixers, residual schemes, models and tasks (--ops: the ops)");
+  auto* sub = app.add_subcommand(
+      "list", "list mixers, channel mixers, residual schemes, models, tasks and run config keys (--ops: the ops)");
   auto ops_only = std::make_shared<bool>(false);
   sub->add_flag("--ops", *ops_only, "print the op table instead: op families, their operators and benchmark cases");
   sub->callback([&action, ops_only] {
@@ -42,7 +44,10 @@ void add_list_command(CLI::App& app, Action& action) {
       std::printf("%s\n", describe_components("Channel mixers (model option channel=)", channel_mixer_infos()).c_str());
       std::printf("%s\n", describe_components("Residual schemes (model option residual=)", residual_infos()).c_str());
       std::printf("%s\n", describe_components("Models (--model)", model_infos()).c_str());
-      std::printf("%s", describe_components("Tasks (--task)", task_infos()).c_str());
+      std::printf("%s\n", describe_components("Tasks (--task)", task_infos()).c_str());
+      std::printf("%s", describe_components("Run config (train --config FILE, --set key=value)",
+                                            {{"config", "the keys of a run's config.yaml", run_config_schema()}})
+                            .c_str());
       return 0;
     };
   });

@@ -4,6 +4,7 @@ An op given reduced-precision tensors computes in float32 and returns its output
 states, the outputs named like an input, keep that input's dtype). So on inputs already rounded to bf16/fp16
 it must give exactly the float32 result rounded once, outputs and gradients alike: the tolerance is zero."""
 import unittest
+import warnings
 
 import torch
 
@@ -115,6 +116,37 @@ class Autocast(unittest.TestCase):
         exact = seqmix.attention(*self.qkv())
         err = (y.float() - exact).abs().max() / exact.abs().max()
         self.assertLess(err.item(), 3e-2)
+
+
+class OddTensors(unittest.TestCase):
+    """Sparse, quantized, nested and complex tensors are one line naming the op and the argument, from every operator
+    (checked where every operator starts, before any kernel), not the dispatcher's pages about a backend."""
+
+    @staticmethod
+    def variants(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # quantized and nested tensors warn that their APIs change
+            return {
+                "a sparse tensor": x.detach().to_sparse(),
+                "a quantized tensor": torch.quantize_per_tensor(x.detach().float(), 0.1, 0, torch.qint8),
+                "a nested tensor": torch.nested.nested_tensor([row for row in x.detach()]),
+                "a complex tensor": x.detach().to(torch.complex64),
+            }
+
+    def test_every_operator_names_the_argument(self):
+        for name in sorted(SAMPLES):
+            sample = SAMPLES[name]()
+            arguments = [a.name for a in schema(name).arguments]
+            position = next(i for i, x in enumerate(sample) if floating(x) and x.dim() >= 1)
+            for kind, odd in self.variants(sample[position]).items():
+                with self.subTest(op=name, argument=arguments[position], kind=kind):
+                    args = list(sample)
+                    args[position] = odd
+                    with self.assertRaises(RuntimeError) as raised:
+                        getattr(ops(), name)(*args)
+                    message = str(raised.exception)
+                    self.assertEqual(message.count("\n"), 0, message[:500])
+                    self.assertIn(f"{name}: {arguments[position]} is {kind}", message)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 
 #include "seqmix/io/error.h"
 #include "seqmix/io/fault_injection.h"
+#include "seqmix/io/runtime.h"
 
 namespace seqmix {
 namespace {
@@ -103,15 +106,71 @@ int remove_stale_temporaries(const std::string& dir) {
   return removed;
 }
 
+int64_t max_input_bytes() {
+  const char* text = std::getenv("SEQMIX_MAX_INPUT_BYTES");
+  if (text == nullptr || *text == '\0') return physical_memory_bytes();
+  errno = 0;
+  char* end = nullptr;
+  const long long bytes = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno == ERANGE || bytes < 1)
+    throw Error("SEQMIX_MAX_INPUT_BYTES must be a positive number of bytes (got '" + std::string(text) + "')");
+  return bytes;
+}
+
+namespace {
+
+// bytes as "12 bytes", "3.4 MB" or "5.6 GB".
+std::string size_text(double bytes) {
+  if (bytes < 1e6) return std::to_string(static_cast<int64_t>(bytes)) + " bytes";
+  if (bytes < 1e9) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+    return text;
+  }
+  return gigabytes(bytes);
+}
+
+// What a path that is not a regular file is, for the error that refuses it.
+std::string kind_of(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::character: return "a character device";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::fifo: return "a pipe";
+    case std::filesystem::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+}  // namespace
+
 std::string read_file(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error("cannot read " + path + ": it is a directory, not a file");
+  const fs::file_status status = fs::status(path, ec);
+  if (!ec && status.type() != fs::file_type::regular && status.type() != fs::file_type::not_found)
+    throw Error("cannot read " + path + ": it is " + kind_of(status.type()) + ", not a regular file");
+  const int64_t limit = max_input_bytes();
+  const bool set = std::getenv("SEQMIX_MAX_INPUT_BYTES") && *std::getenv("SEQMIX_MAX_INPUT_BYTES");
+  const auto too_big = [&](double bytes) {
+    return Error("cannot read " + path + ": it holds " + size_text(bytes) + ", more than " +
+                 (set ? "the " + size_text(static_cast<double>(limit)) + " SEQMIX_MAX_INPUT_BYTES allows"
+                      : "this machine's memory (" + size_text(static_cast<double>(limit)) +
+                            "), the most seqmix reads from one file unless SEQMIX_MAX_INPUT_BYTES raises it"));
+  };
+  const auto size = fs::file_size(path, ec);
+  if (!ec && static_cast<double>(size) > static_cast<double>(limit)) throw too_big(static_cast<double>(size));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot read " + path + ": " + errno_text());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error("cannot read " + path);
-  return ss.str();
+  // Read in chunks up to the limit: a file may grow while it is read, or report no size (/proc).
+  std::string content;
+  std::vector<char> chunk(1 << 20);
+  while (f.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || f.gcount() > 0) {
+    content.append(chunk.data(), static_cast<size_t>(f.gcount()));
+    if (static_cast<int64_t>(content.size()) > limit) throw too_big(static_cast<double>(content.size()));
+  }
+  if (f.bad()) throw Error("cannot read " + path + ": " + errno_text());
+  return content;
 }
 
 }  // namespace seqmix

@@ -2,7 +2,9 @@
 
 #include <cctype>
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <sstream>
 
@@ -44,8 +46,10 @@ OptionInfo OptionInfo::integer(std::string key, int64_t value, std::string meani
 OptionInfo OptionInfo::real(std::string key, double value, std::string meaning, double min,
                             double max) {
   OptionInfo o{std::move(key), OptionType::Real, format_real(value), std::move(meaning)};
-  o.min = min;
-  o.max = max;
+  // Within float32's range whatever the declaration says: the layers compute in float32, and a value beyond it
+  // fails in a conversion that names no option.
+  o.min = std::max(min, -static_cast<double>(std::numeric_limits<float>::max()));
+  o.max = std::min(max, static_cast<double>(std::numeric_limits<float>::max()));
   return o;
 }
 OptionInfo OptionInfo::flag(std::string key, bool value, std::string meaning) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <bitset>
+#include <cstdio>
 #include <regex>
 
 #include "seqmix/io/atomic_file.h"
@@ -102,16 +104,29 @@ std::string take_message(char* error) {
   return printable(s);  // SentencePiece's messages may span lines
 }
 
+// "12 distinct byte values", or "one byte value, 0x00, repeated" for a text of one repeated byte (a file of NULs).
+std::string distinct_bytes(const std::string& text) {
+  std::bitset<256> seen;
+  for (unsigned char c : text) seen.set(c);
+  if (seen.count() == 1) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[0]));
+    return std::string("one byte value, ") + byte + ", repeated";
+  }
+  return std::to_string(seen.count()) + " distinct byte values";
+}
+
 // SentencePiece's training failure in seqmix's terms: its two vocabulary-size failures name the option to change
 // and the bound (its own text advises trainer flags seqmix does not expose); any other loses the source location
 // and failed condition SentencePiece prefixes.
-std::string training_failure(const std::string& message, int64_t vocab_size) {
+std::string training_failure(const std::string& message, int64_t vocab_size, const std::string& text) {
   const std::string size = std::to_string(vocab_size);
   std::smatch m;
   static const std::regex too_high("Vocabulary size too high \\(\\d+\\)\\. Please set it to a value <= (\\d+)");
   if (std::regex_search(message, m, too_high))
-    return "tokenizer: this text yields at most " + m[1].str() + " BPE pieces, fewer than vocab_size=" + size +
-           "; set vocab_size to " + m[1].str() + " or less, or train on more text";
+    return "tokenizer: this text (" + std::to_string(text.size()) + " bytes, " + distinct_bytes(text) +
+           ") yields at most " + m[1].str() + " BPE pieces, fewer than vocab_size=" + size + "; set vocab_size to " +
+           m[1].str() + " or less, or train on more varied text";
   static const std::regex too_low("smaller than required_chars\\. \\d+ vs (\\d+)");
   if (std::regex_search(message, m, too_low))
     return "tokenizer: this text needs at least " + m[1].str() + " pieces (one per distinct character, 256 byte "
@@ -131,7 +146,7 @@ Tokenizer Tokenizer::train(const std::string& text, int64_t vocab_size) {
   char *model = nullptr, *error = nullptr;
   size_t model_len = 0;
   if (plugin().train(mapped.data(), mapped.size(), vocab_size, kNewline.c_str(), &model, &model_len, &error) != 0)
-    throw Error(training_failure(take_message(error), vocab_size));
+    throw Error(training_failure(take_message(error), vocab_size, text));
   std::string serialized(model, model_len);
   std::free(model);
   return from_serialized(serialized, "the trained model");

@@ -14,7 +14,7 @@ const ComponentInfo& language_model_info() {
       "lm",
       "GPT-style stack: embedding, N x [norm, mixer, norm, channel mixer], final norm, head",
       {OptionInfo::integer("dim", 128, "model width", 1),
-       OptionInfo::integer("layers", 2, "number of blocks", 1),
+       OptionInfo::integer("layers", 2, "number of blocks", 1, 4096),
        OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
        OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers"),
        OptionInfo::text("residual", "prenorm", "residual scheme"),

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "seqmix/io/built_within_limits.h"
 #include "seqmix/io/error.h"
 #include "seqmix/models/autoencoder.h"
 #include "seqmix/models/dlinear.h"
@@ -17,7 +18,7 @@ namespace {
 // The options every model on the block stack shares: width, depth, channel mixer, norm, residual scheme.
 std::vector<OptionInfo> stack_options(int64_t dim, int64_t layers, const char* channel, const char* channel_meaning,
                                       const char* norm, const char* norm_meaning) {
-  return {OptionInfo::integer("dim", dim, "model width", 2), OptionInfo::integer("layers", layers, "number of blocks", 1),
+  return {OptionInfo::integer("dim", dim, "model width", 2), OptionInfo::integer("layers", layers, "number of blocks", 1, 4096),
           OptionInfo::text("channel", channel, channel_meaning),
           OptionInfo::choice("norm", norm, {"rms", "layer"}, norm_meaning),
           OptionInfo::text("residual", "prenorm", "residual scheme")};
@@ -88,7 +89,8 @@ const std::vector<ComponentInfo>& model_infos() {
   return infos;
 }
 
-SequenceModel build_model(const std::string& spec, const ModelContext& c) {
+namespace {
+SequenceModel make_model(const std::string& spec, const ModelContext& c) {
   const Options o = component_options(model_infos(), "model", spec);
   const std::string name = Spec::parse(spec).name;
   if (c.output_len > 0 && !is_forecasting_model(name))
@@ -137,6 +139,11 @@ SequenceModel build_model(const std::string& spec, const ModelContext& c) {
   }
   read_stack_options(o, lm);
   return std::make_shared<AutoEncoderImpl>(lm, c.seq_len);
+}
+}  // namespace
+
+SequenceModel build_model(const std::string& spec, const ModelContext& c) {
+  return built_within_limits("model " + spec, [&] { return make_model(spec, c); });
 }
 
 }  // namespace seqmix

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "seqmix/io/built_within_limits.h"
 #include "seqmix/io/error.h"
 #include "seqmix/layers/delta_rule.h"
 #include "seqmix/layers/energy_mixer.h"
@@ -57,7 +58,8 @@ MixerSpec::MixerSpec(const std::string& text) : MixerSpec(parse_mixer_spec(text)
 Mixer build_mixer(const MixerSpec& spec, const MixerContext& context) {
   if (context.raw_values && !spec.declaration->reads_raw_values)
     throw Error("mixer " + spec.name() + " cannot read raw values (the probe model needs softmax, relu or fem)");
-  return spec.declaration->build(spec.options, context);
+  return built_within_limits("mixer " + spec.resolved,
+                             [&] { return spec.declaration->build(spec.options, context); });
 }
 
 std::string resolve_mixer_spec(const std::string& spec) {
@@ -72,7 +74,7 @@ const std::vector<ComponentInfo>& channel_mixer_infos() {
        {OptionInfo::integer("hidden", 0, "hidden width (0 = 4 x width)", 0),
         OptionInfo::flag("bias", true, "biases in both linears")}},
       {"moe", "mixture of SwiGLU experts, top-k routing, load-balance loss, expert label vectors as biases (ELA)",
-       {OptionInfo::integer("experts", 4, "number of experts", 1),
+       {OptionInfo::integer("experts", 4, "number of experts", 1, 4096),
         OptionInfo::integer("top_k", 2, "experts per token", 1),
         OptionInfo::integer("hidden", 0, "expert hidden width (0 = width)", 0),
         OptionInfo::choice("label", "outer", {"none", "outer", "inner"},
@@ -86,7 +88,8 @@ const std::vector<ComponentInfo>& channel_mixer_infos() {
   return infos;
 }
 
-ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
+namespace {
+ChannelMixer make_channel_mixer(const std::string& spec, int64_t dim) {
   const Options o = component_options(channel_mixer_infos(), "channel mixer", spec);
   const std::string name = Spec::parse(spec).name;
   if (name == "none") return nullptr;
@@ -111,6 +114,11 @@ ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
   }
   const int64_t hidden = o.integer("hidden");
   return std::make_shared<MLPImpl>(dim, hidden > 0 ? hidden : 4 * dim, o.flag("bias"));
+}
+}  // namespace
+
+ChannelMixer build_channel_mixer(const std::string& spec, int64_t dim) {
+  return built_within_limits("channel mixer " + spec, [&] { return make_channel_mixer(spec, dim); });
 }
 
 const std::vector<ComponentInfo>& residual_infos() {
@@ -141,7 +149,8 @@ const std::vector<ComponentInfo>& residual_infos() {
   return infos;
 }
 
-ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block) {
+namespace {
+ResidualScheme make_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block) {
   const Options o = component_options(residual_infos(), "residual scheme", spec);
   const std::string name = Spec::parse(spec).name;
   if (name == "prenorm") return std::make_shared<PreNormResidualImpl>();
@@ -157,6 +166,12 @@ ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t s
                                   : MomentumResidualOptions::Sharing::global;
   m.post_norm = o.text("norm") == "post";
   return std::make_shared<MomentumResidualImpl>(m, blocks, sublayers_per_block);
+}
+}  // namespace
+
+ResidualScheme build_residual(const std::string& spec, int64_t blocks, int64_t sublayers_per_block) {
+  return built_within_limits("residual scheme " + spec,
+                             [&] { return make_residual(spec, blocks, sublayers_per_block); });
 }
 
 std::string memory_lobe_spec(const std::string& residual_spec, bool causal_model) {

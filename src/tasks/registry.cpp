@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "seqmix/io/built_within_limits.h"
 #include "seqmix/io/error.h"
 #include "seqmix/tasks/argmax.h"
 #include "seqmix/tasks/fashion_mnist.h"
@@ -22,7 +23,9 @@ struct TaskEntry {
   TaskBuilder build;
 };
 
-OptionInfo vocab(int64_t v) { return OptionInfo::integer("vocab_size", v, "vocabulary size (special tokens included)", 4); }
+OptionInfo vocab(int64_t v) {
+  return OptionInfo::integer("vocab_size", v, "vocabulary size (special tokens included)", 4, 1 << 24);
+}
 OptionInfo length(int64_t l, const char* meaning) { return OptionInfo::integer("seq_len", l, meaning, 4, 1 << 20); }
 OptionInfo train_size(int64_t n) { return OptionInfo::integer("num_train", n, "training examples", 1, 1e8); }
 OptionInfo test_size(int64_t n) { return OptionInfo::integer("num_test", n, "test examples", 1, 1e7); }
@@ -146,7 +149,7 @@ const std::vector<TaskEntry>& task_entries() {
          OptionInfo::integer("num_kv_pairs", 8, "key-value pairs D per sequence", 1),
          OptionInfo::real("power_a", 0.01, "query gaps drawn with weight i^(power_a - 1)", 1e-6, 10.0),
          OptionInfo::flag("random_non_queries", true, "fill non-query positions with random tokens"),
-         OptionInfo::integer("num_passes", 1, "repetitions of the key-value context", 1), train_size(100000),
+         OptionInfo::integer("num_passes", 1, "repetitions of the key-value context", 1, 1 << 20), train_size(100000),
          test_size(3000), seed(123)}},
        [](const Options& o) -> std::unique_ptr<Task> {
          MqarOptions m;
@@ -263,7 +266,7 @@ std::unique_ptr<Task> build_task(const std::string& spec) {
   const Options options = component_options(task_infos(), "task", spec);
   const std::string name = Spec::parse(spec).name;
   for (const auto& e : task_entries())
-    if (e.info.name == name) return e.build(options);
+    if (e.info.name == name) return built_within_limits("task " + spec, [&] { return e.build(options); });
   throw std::logic_error("task registry: entry vanished");
 }
 

@@ -25,15 +25,25 @@ std::string read_text(const std::string& path) {
   std::string text;
   try {
     text = read_file(path);
-  } catch (const Error&) {
-    throw Error("task text: cannot read the text file " + path);
+  } catch (const Error& e) {  // "cannot read PATH: why"
+    const std::string what = e.what(), prefix = "cannot read " + path + ": ";
+    throw Error("task text: cannot read the text file " + path + ": " +
+                (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
   }
   if (text.empty()) throw Error("task text: the text file " + path + " is empty");
   return text;
 }
 
 Tokenizer make_tokenizer(const TextOptions& o, const std::string& train_text) {
-  if (o.tokenizer.empty()) return Tokenizer::train(train_text, o.vocab_size);
+  if (o.tokenizer.empty()) {
+    try {
+      return Tokenizer::train(train_text, o.vocab_size);
+    } catch (const Error& e) {  // "tokenizer: why"
+      const std::string what = e.what(), prefix = "tokenizer: ";
+      throw Error("task text: the training split of " + o.path + " cannot make a BPE vocabulary: " +
+                  (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+    }
+  }
   Tokenizer t = Tokenizer::load(o.tokenizer);
   if (t.vocab_size() != o.vocab_size)
     throw Error("task text: vocab_size=" + std::to_string(o.vocab_size) + " disagrees with the tokenizer " + o.tokenizer +

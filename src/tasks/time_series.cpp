@@ -30,13 +30,19 @@ TimeSeriesTask::TimeSeriesTask(const TimeSeriesOptions& o, std::string resolved_
                 " rows");
   const int64_t eval_rows = o.split == "test" ? o.test_rows : o.val_rows;
   if (eval_rows < o.horizon)
-    throw Error("task ett: the " + o.split + " split has " + std::to_string(eval_rows) +
-                " rows, fewer than one horizon (" + std::to_string(o.horizon) + ")");
+    throw Error("task ett: the " + o.split + " split has " + (o.split == "test" ? "test_rows=" : "val_rows=") +
+                std::to_string(eval_rows) + " rows, fewer than one horizon (" + std::to_string(o.horizon) + ")");
   if (!std::filesystem::exists(o.path))
     throw Error("task ett: the data file " + o.path +
                 " does not exist; give its path as a task option, e.g. --task ett:path=../shared/data/ett/ETTh1.csv");
 
   const CsvTable table = read_csv_table(o.path, CsvReadOptions{{"date"}});
+  // Each split alone within the table first: their sum could overflow.
+  for (const auto& [key, rows] : {std::pair<const char*, int64_t>{"train_rows", o.train_rows}, {"val_rows", o.val_rows},
+                                  {"test_rows", o.test_rows}})
+    if (rows > table.rows())
+      throw Error("task ett: " + std::string(key) + "=" + std::to_string(rows) + " exceeds the " +
+                  std::to_string(table.rows()) + " rows of " + o.path);
   const int64_t used = o.train_rows + o.val_rows + o.test_rows;
   if (table.rows() < used)
     throw Error("task ett: " + o.path + " has " + std::to_string(table.rows()) +

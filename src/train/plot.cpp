@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "seqmix/io/atomic_file.h"
@@ -72,6 +73,13 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
   char tmpl[] = "/tmp/seqmix-plot-XXXXXX";
   if (!mkdtemp(tmpl)) throw Error("plot: cannot create a temporary directory");
   const fs::path tmp(tmpl);
+  struct RemovedAtExit {  // the data files and script, whether the plot is drawn or refused
+    fs::path dir;
+    ~RemovedAtExit() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_tmp{tmp};
   std::string loss_plots, metric_plots, metric_label;
   for (size_t r = 0; r < run_dirs.size(); ++r) {
     const fs::path run(run_dirs[r]);
@@ -85,7 +93,8 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
     const std::string content = read_file(log.string());
     std::istringstream in(content);
     std::string line;
-    int64_t points = 0, line_number = 0;
+    int64_t points = 0, evaluations = 0, with_metric = 0, line_number = 0;
+    std::set<std::string> evaluated;  // the metrics the evaluation lines hold
     // A number, or NaN where the log holds none (JSON writes a NaN as null).
     auto number = [](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; };
     while (std::getline(in, line)) {
@@ -102,10 +111,22 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
         train << step << " " << number(j["loss"]) << "\n";
       } else if (j["split"] == "test") {
         test << step << " " << number(j["loss"]) << " " << (j.contains(m) ? number(j[m]) : NAN) << "\n";
+        ++evaluations;
+        with_metric += j.contains(m) && j[m].is_number();
+        for (const auto& [key, value] : j.items())
+          if (value.is_number() && key != "step") evaluated.insert(key);
       }
       ++points;
     }
     if (points == 0) throw Error("plot: " + log.string() + " holds no metrics");
+    if (evaluations == 0)
+      throw Error("plot: run " + run.string() + " has no evaluations yet (its metrics.jsonl holds training lines only; "
+                  "the first comes at train.eval_every)");
+    if (with_metric == 0) {
+      std::string have;
+      for (const auto& key : evaluated) have += (have.empty() ? "" : ", ") + key;
+      throw Error("plot: the evaluations of run " + run.string() + " have no metric '" + m + "'; they have: " + have);
+    }
     const std::string id = std::to_string(r);
     loss_plots += (r ? ", " : "") + quoted((tmp / ("train" + id + ".dat")).string()) + " using 1:2 with lines lc " +
                   std::to_string(r + 1) + " title " + quoted(name + " train") + ", " +
@@ -128,7 +149,6 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
   const int status = std::system(command.c_str());
   std::string err;
   if (fs::exists(tmp / "gnuplot.err")) err = read_file((tmp / "gnuplot.err").string());
-  fs::remove_all(tmp);
   if (status != 0) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
       throw Error("plot: gnuplot is not installed (apt-get install gnuplot-nox)");

@@ -27,7 +27,7 @@ std::vector<OptionInfo> run_config_schema() {
                        "start from these weights: a run folder (its latest checkpoint; RUN@STEP for another) or a "
                        "safetensors weights file (format=pt); empty: the seed's"),
       OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
-      OptionInfo::integer("train.steps", 2000, "optimizer steps", 1),
+      OptionInfo::integer("train.steps", 2000, "optimizer steps", 1, 1e12),
       OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
       OptionInfo::real("train.lr", 3e-3, "peak learning rate", 0.0, 3.4e38),
       OptionInfo::real("train.min_lr", 0.0, "learning rate at the end of the cosine decay", 0.0, 3.4e38),

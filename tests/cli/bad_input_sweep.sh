@@ -129,6 +129,28 @@ if [ "$group" = core ]; then
   expect mad_unknown_task "unknown task|nope" mad --task nope --mixer softmax --out "$W/m"
   expect generate_not_text "generate needs a run of the text task" generate --run "$W/run"
 
+  # Inputs that never end, and files beyond the input limit: every file seqmix reads is a regular file it holds
+  # whole, up to SEQMIX_MAX_INPUT_BYTES (default: the machine's memory); none leaves a run folder.
+  expect csv_endless "cannot read /dev/zero: it is a character device" train --task "ett:path=/dev/zero" --out "$W/r"
+  expect config_endless "cannot read /dev/zero: it is a character device" train --config /dev/zero --out "$W/r"
+  expect weights_endless "/dev/zero: it is a character device" eval --run "$W/run" --weights /dev/zero
+  mkfifo "$W/pipe.yaml"
+  expect config_pipe "pipe.yaml: it is a pipe" train --config "$W/pipe.yaml" --out "$W/r"
+  printf 'seed: 1\n' >"$W/small.yaml"
+  SEQMIX_MAX_INPUT_BYTES=3 expect config_beyond_limit "small.yaml: it holds 8 bytes, more than the 3 bytes SEQMIX_MAX_INPUT_BYTES allows" \
+    train --config "$W/small.yaml" --out "$W/r"
+  SEQMIX_MAX_INPUT_BYTES=lots expect input_limit_malformed "SEQMIX_MAX_INPUT_BYTES must be a positive number" \
+    train --config "$W/small.yaml" --out "$W/r"
+  if [ -e "$W/r" ]; then failed+=("input_cases_left_a_run_folder"); echo "FAIL a refused input left $W/r"; fi
+
+  # Numbers that are not numbers, and names that do not exist.
+  expect temperature_nan "--temperature must be a finite number" generate --run "$W/run" --temperature nan
+  expect plot_unknown_metric "have no metric 'nope'; they have: .*accuracy" plot "$W/run" --metric nope --out "$W/p.png"
+  mkdir -p "$W/no_evaluations"
+  printf '{"step":1,"split":"train","loss":1.0}\n' >"$W/no_evaluations/metrics.jsonl"
+  expect plot_no_evaluations "no_evaluations has no evaluations yet" plot "$W/no_evaluations" --out "$W/p.png"
+  if [ -e "$W/p.png" ]; then failed+=("plot_wrote_a_picture"); echo "FAIL a refused plot wrote $W/p.png"; fi
+
   # Data-parallel arguments (docs/distributed.md).
   expect nproc_zero "nproc" "${train[@]}" --nproc 0 --out "$W/r"
   expect nproc_uneven_batch "batch size 4 does not split evenly over 3 processes" "${train[@]}" --nproc 3 --out "$W/r"
@@ -159,8 +181,14 @@ else
   : >"$W/empty.txt"
   expect text_empty "empty.txt|empty" train --task "$(text_task "$W/empty.txt")" --out "$W/r"
   printf 'ab' >"$W/tiny.txt"
-  expect text_too_short "this text yields at most [0-9]+ BPE pieces, fewer than vocab_size=300; set vocab_size to" train --task "$(text_task "$W/tiny.txt")" --out "$W/r"
+  expect text_too_short "yields at most [0-9]+ BPE pieces, fewer than vocab_size=300; set vocab_size to" train --task "$(text_task "$W/tiny.txt")" --out "$W/r"
   expect text_is_a_folder "cannot read the text file $W" train --task "$(text_task "$W")" --out "$W/r"
+  expect text_endless "cannot read the text file /dev/zero: it is a character device" \
+    train --task "$(text_task /dev/zero)" --out "$W/r"
+  head -c 5000 /dev/zero >"$W/nul.txt"
+  expect text_of_nul_bytes "nul.txt cannot make a BPE vocabulary: this text [(]5000 bytes, one byte value, 0x00, repeated[)]" \
+    train --task "$(text_task "$W/nul.txt")" --out "$W/r"
+  if [ -e "$W/r" ]; then failed+=("text_cases_left_a_run_folder"); echo "FAIL a refused text left $W/r"; fi
   expect text_vocab_out_of_range "vocab_size" train --task "text:path=$W/tiny.txt,vocab_size=1" --out "$W/r"
 fi
 

@@ -246,6 +246,12 @@ set_tests_properties(cli.skip_nonfinite_counts_skipped_steps PROPERTIES LABELS f
 add_test(NAME cli.bad_input_sweep
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/bad_input_sweep.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/sweep core)
 set_tests_properties(cli.bad_input_sweep PROPERTIES LABELS fast TIMEOUT 300 PASS_REGULAR_EXPRESSION "[0-9]+ cases, 0 failed")
+# Every numeric config key and command flag fed NaN, inf, -inf, 0 and a huge value (the spec options of every
+# component: tests/io/numeric_options_test.cpp). Its base run is a text task, so it needs the tokenizer.
+add_test(NAME cli.numeric_options_sweep
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/numeric_options_sweep.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/numeric_sweep)
+set_tests_properties(cli.numeric_options_sweep PROPERTIES LABELS "fast;tokenizer" TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "[0-9]+ options, [0-9]+ cases, 0 failed")
 add_test(NAME cli.bad_input_sweep_text
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/bad_input_sweep.sh $<TARGET_FILE:seqmix> ${SEQMIX_CLI_TMP}/sweep_text text)
 set_tests_properties(cli.bad_input_sweep_text PROPERTIES LABELS "fast;tokenizer" TIMEOUT 300
@@ -279,7 +285,7 @@ add_test(NAME cli.tiny_text_run COMMAND $<TARGET_FILE:seqmix> train --task text:
 add_test(NAME cli.tiny_text_run_tokenizer COMMAND ${CMAKE_COMMAND} -E md5sum ${SEQMIX_TINY_TEXT_RUN}/tokenizer.model)
 add_test(NAME cli.tiny_text_generate COMMAND $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_TEXT_RUN} --prompt "Romeo:"
          --tokens 12 --temperature 0.8 --top-k 20 --samples 2 --threads 1)
-add_test(NAME cli.tiny_text_generate_bad_temperature COMMAND ${SEQMIX_EXPECT_ERROR} "--temperature must be >= 0"
+add_test(NAME cli.tiny_text_generate_bad_temperature COMMAND ${SEQMIX_EXPECT_ERROR} "--temperature must be a finite number >= 0 [(]0 = greedy[)], got -1$"
          $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_TEXT_RUN} --temperature -1)
 add_test(NAME cli.generate_needs_a_text_run COMMAND ${SEQMIX_EXPECT_ERROR} "generate needs a run of the text task"
          $<TARGET_FILE:seqmix> generate --run ${SEQMIX_TINY_RUN})

@@ -207,7 +207,7 @@ TEST(TimeSeries, BadDataAndOptionsAreClearErrors) {
   o = tiny_options(tiny_csv(45));
   o.horizon = 11;
   o.train_rows = 25;
-  EXPECT_NE(build_error(o).find("the test split has 10 rows, fewer than one horizon (11)"), std::string::npos);
+  EXPECT_NE(build_error(o).find("the test split has test_rows=10 rows, fewer than one horizon (11)"), std::string::npos);
 
   const fs::path constant = dir / "constant.csv";
   {

@@ -90,12 +90,13 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
     widths_.value = o.dim;
   }
   if (widths_.value % o.heads != 0) throw Error("mixer fem: value width " + std::to_string(widths_.value) +
+                                                " (value_dim, or the width)" +
                                                 " is not divisible by heads=" + std::to_string(o.heads));
   head_dim_ = widths_.value / o.heads;
   const PriorDeclaration& declared = prior_declaration(o.prior);
   const bool has_qk = declared.has_query_key;
   if (has_qk && widths_.qk % o.heads != 0)
-    throw Error("mixer fem: query/key width " + std::to_string(widths_.qk) + " is not divisible by heads=" +
+    throw Error("mixer fem: query/key width " + std::to_string(widths_.qk) + " (qk_dim) is not divisible by heads=" +
                 std::to_string(o.heads));
   const bool rope = o.rope < 0 ? has_qk : o.rope == 1;
   if (rope && !has_qk) throw Error("mixer fem: prior " + o.prior + " has no queries or keys for rope=1");

@@ -17,6 +17,21 @@
 
 namespace seqmix::ops {
 
+// What define_op reads off operator f's schema. A function-local static, made on first use: a static data member of
+// a class template would be constructed in an unspecified order with the registrations that fill it, and could be
+// reset after them (a std::string member was, to empty).
+struct OperatorSchema {
+  std::string qualified_name;           // "seqmix::gla", for call_op
+  std::string name;                     // "gla", for errors
+  std::vector<std::string> arguments;   // the arguments' names, for errors
+  std::vector<int> state_of_output;     // per output, the argument position of the decode state it continues, or -1
+};
+template <auto f>
+OperatorSchema& schema_of() {
+  static OperatorSchema schema;
+  return schema;
+}
+
 // Reduced precision. Every operator takes bfloat16 and float16 tensors besides float32 and float64: they are
 // computed in float32 (the kernels' narrowest type) and the outputs come back in the dtype of the first
 // reduced-precision input that is not a decode state. A decode state (an input an output of the same name
@@ -52,20 +67,32 @@ inline at::Tensor narrowed(const at::Tensor& t, std::optional<at::ScalarType> dt
   return dtype && t.defined() && t.scalar_type() == at::kFloat ? t.to(*dtype) : t;
 }
 
-// For operator f: per output, the argument position of the decode state it continues, or -1. define_op
-// fills it from the schema's names.
-template <auto f>
-struct StateOutputs {
-  static inline std::vector<int> input_of_output;
-};
+
+// A tensor argument the kernels cannot take is one error naming it: sparse, quantized, nested or complex tensors
+// would otherwise fail deep inside a kernel or ATen, in many lines that name neither the op nor the argument.
+inline void check_dense_real(const at::Tensor& t, const std::string& op, const std::string& name) {
+  if (!t.defined()) return;
+  const char* what = t.is_nested()                 ? "a nested tensor; pad its sequences or pack them (cu_seqlens)"
+                     : t.is_quantized()            ? "a quantized tensor; dequantize it first"
+                     : t.layout() != at::kStrided  ? "a sparse tensor; make it dense first (.to_dense())"
+                     : t.is_complex()              ? "a complex tensor; seqmix's ops take real ones"
+                                                   : nullptr;
+  TORCH_CHECK(what == nullptr, op, ": ", name, " is ", what);
+}
+inline void check_dense_real(const c10::optional<at::Tensor>& t, const std::string& op, const std::string& name) {
+  if (t.has_value()) check_dense_real(*t, op, name);
+}
+template <class T>
+void check_dense_real(const T&, const std::string&, const std::string&) {}
 
 template <class F, F* f>
 struct InFloat32;
 template <class R, class... Args, R (*f)(Args...)>
 struct InFloat32<R(Args...), f> {
   static R call(Args... args) {
+    check_arguments(std::index_sequence_for<Args...>{}, args...);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    const std::vector<int>& state_of = StateOutputs<f>::input_of_output;
+    const std::vector<int>& state_of = schema_of<f>().state_of_output;
     const std::array<std::optional<at::ScalarType>, sizeof...(Args)> dtypes{reduced_dtype(args)...};
     std::optional<at::ScalarType> out_dtype;
     bool any_reduced = false;
@@ -86,6 +113,12 @@ struct InFloat32<R(Args...), f> {
       narrow_outputs(r, dtype_of_output, std::make_index_sequence<std::tuple_size_v<R>>{});
       return r;
     }
+  }
+  template <size_t... I>
+  static void check_arguments(std::index_sequence<I...>, const Args&... args) {
+    const OperatorSchema& schema = schema_of<f>();
+    (check_dense_real(args, schema.name, I < schema.arguments.size() ? schema.arguments[I] : "argument " + std::to_string(I)),
+     ...);
   }
   template <class DtypeOf, size_t... I>
   static void narrow_outputs(R& r, const DtypeOf& dtype_of_output, std::index_sequence<I...>) {
@@ -108,12 +141,6 @@ struct BelowAutograd<R(Args...), f> {
   }
 };
 
-// The operator's name ("seqmix::gla") that define_op registered f under, for call_op.
-template <auto f>
-struct RegisteredName {
-  static inline std::string name;
-};
-
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
 // naive twin), and as its CPU kernel below autograd.
@@ -122,8 +149,11 @@ void define_op(torch::Library& m, const char* schema) {
   using Signature = std::remove_pointer_t<decltype(f)>;
   using Adapted = reduced_precision::InFloat32<Signature, f>;
   const c10::FunctionSchema parsed = torch::schema(schema);
-  RegisteredName<f>::name = "seqmix::" + parsed.name();
-  std::vector<int>& state_of = reduced_precision::StateOutputs<f>::input_of_output;
+  OperatorSchema& facts = schema_of<f>();
+  facts.qualified_name = "seqmix::" + parsed.name();
+  facts.name = parsed.name();
+  for (const auto& argument : parsed.arguments()) facts.arguments.push_back(argument.name());
+  std::vector<int>& state_of = facts.state_of_output;
   state_of.assign(parsed.returns().size(), -1);
   for (size_t i = 0; i < parsed.returns().size(); ++i)
     for (size_t j = 0; j < parsed.arguments().size(); ++j)
@@ -141,7 +171,7 @@ template <auto f>
 const auto& registered_op() {
   using Signature = std::remove_pointer_t<decltype(f)>;
   static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow(RegisteredName<f>::name.c_str(), "").template typed<Signature>();
+      c10::Dispatcher::singleton().findSchemaOrThrow(schema_of<f>().qualified_name.c_str(), "").template typed<Signature>();
   return op;
 }
 template <auto f, class... Args>

@@ -32,7 +32,9 @@ void validate(const FuzzyRecallOptions& o) {
   if (o.noise_vocab_size < 0) throw Error("fuzzy recall: noise_vocab_size must be >= 0");
   if (o.key_len < 1 || o.value_len < 1) throw Error("fuzzy recall: key_len and value_len must be >= 1");
   if (symbols / 2 < o.key_len || symbols - symbols / 2 < o.value_len)
-    throw Error("fuzzy recall: vocab_size too small for motifs of " + std::to_string(o.key_len) + " distinct keys / " +
+    throw Error("fuzzy recall: vocab_size=" + std::to_string(o.vocab_size) +
+                " less its special tokens and noise_vocab_size=" + std::to_string(o.noise_vocab_size) +
+                " is too small for motifs of key_len=" + std::to_string(o.key_len) + " distinct keys and value_len=" +
                 std::to_string(o.value_len) + " distinct values");
   if (o.seq_len < 4 * (o.key_len + o.value_len))
     throw Error("fuzzy recall: seq_len must be at least 4 * (key_len + value_len)");

@@ -12,7 +12,10 @@ void validate(const RecallOptions& o) {
   const int64_t extra = o.multi_query ? 0 : 1;  // the single-query copy prefix
   const int64_t symbols = o.vocab_size - o.noise_vocab_size - extra;
   if (o.seq_len < 4 || o.seq_len % 2 != 0) throw Error("recall task: seq_len must be even and >= 4");
-  if (symbols < 2) throw Error("recall task: vocab_size leaves fewer than 2 key/value tokens");
+  if (symbols < 2)
+    throw Error("recall task: vocab_size=" + std::to_string(o.vocab_size) + " less noise_vocab_size=" +
+                std::to_string(o.noise_vocab_size) + (extra ? " and the copy token" : "") +
+                " leaves fewer than 2 key/value tokens");
   if (o.noise_vocab_size < 0) throw Error("recall task: noise_vocab_size must be >= 0");
   if (!(o.frac_noise >= 0.0 && o.frac_noise < 1.0)) throw Error("recall task: frac_noise must be in [0, 1)");
   if (o.frac_noise > 0 && o.noise_vocab_size == 0) throw Error("recall task: frac_noise > 0 needs noise_vocab_size > 0");

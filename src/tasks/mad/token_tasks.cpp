@@ -35,7 +35,8 @@ void validate_noise(const char* task, int64_t symbols, int64_t minimum_symbols, 
   if (noise_vocab_size < 0) throw Error(name + ": noise_vocab_size must be >= 0");
   if (symbols < minimum_symbols)
     throw Error(name + ": vocab_size leaves fewer than " + std::to_string(minimum_symbols) +
-                " data tokens once the special and noise tokens are taken");
+                " data tokens once the special tokens and noise_vocab_size=" + std::to_string(noise_vocab_size) +
+                " noise tokens are taken");
   if (!(frac_noise >= 0.0 && frac_noise < 1.0)) throw Error(name + ": frac_noise must be in [0, 1)");
   if (frac_noise > 0 && noise_vocab_size == 0) throw Error(name + ": frac_noise > 0 needs noise_vocab_size > 0");
 }
