@@ -1,7 +1,11 @@
 # LibTorch for seqmix, as the interface target seqmix_torch. Included by the main build and by fuzz/.
 # LibTorch comes from the project's Python environment (.venv/, made by scripts/setup.sh): PyPI's torch 2.x,
 # the same torch the Python package and its tests run on, found through torch.utils.cmake_prefix_path.
+# Under pip (scikit-build-core), the Python that runs pip: the package builds against the torch already there.
 get_filename_component(SEQMIX_VENV_PYTHON ${CMAKE_CURRENT_LIST_DIR}/../.venv/bin/python ABSOLUTE)
+if(SKBUILD AND Python_EXECUTABLE)
+  set(SEQMIX_VENV_PYTHON ${Python_EXECUTABLE})
+endif()
 set(SEQMIX_PYTHON ${SEQMIX_VENV_PYTHON} CACHE FILEPATH
     "Python whose torch seqmix builds against and whose interpreter runs the Python tests")
 if(NOT EXISTS ${SEQMIX_PYTHON})

@@ -21,7 +21,7 @@ if ! command -v clang++ >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/clang/*/lib/
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev
 fi
-cmake --build build -j"$jobs" --target seqmix_core seqmix_sentencepiece
+cmake --build build -j"$jobs" --target seqmix_core seqmix_modules seqmix_sentencepiece
 [ -f build-fuzz/CMakeCache.txt ] || cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"
 

@@ -12,7 +12,7 @@ as a torch.nn.Module backed by its C++ module, trained runs (load_run), and seqm
 Importing loads libseqmix_ops.so when it is found (docs/python.md says where it is looked for); without it
 the checkpoint reader still works, and calling an op raises the ImportError that says where it looked.
 """
-from ._library import library_path, load_library
+from ._library import build_info, library_path, load_library, project_version
 from .checkpoint import CheckpointError, checkpoint_steps, load_checkpoint, model_state, read_safetensors
 from .modules import *  # noqa: F401,F403
 from .modules import __all__ as _module_names
@@ -24,5 +24,7 @@ try:
 except ImportError:
     pass  # the ops raise it when called
 
-__all__ = ["library_path", "load_library", "CheckpointError", "checkpoint_steps", "load_checkpoint", "model_state",
-           "read_safetensors"] + list(_module_names) + list(_op_names)
+__version__ = project_version()
+
+__all__ = ["build_info", "library_path", "load_library", "CheckpointError", "checkpoint_steps", "load_checkpoint",
+           "model_state", "read_safetensors"] + list(_module_names) + list(_op_names)

@@ -1,5 +1,7 @@
 """Finds libseqmix_ops.so and registers its operators (torch.ops.seqmix.*) with PyTorch."""
+import json
 import os
+import re
 
 import torch
 
@@ -46,3 +48,28 @@ def load_library():
         "seqmix: libseqmix_ops.so not found (looked at " + ", ".join(tried) + "); build it with "
         "`cmake --build build --target seqmix_ops` or set SEQMIX_OPS_LIBRARY to its path"
     )
+
+
+def build_info():
+    """What the loaded library holds: {"version": the project's version, "runs": whether it loads `seqmix train`
+    runs and writes weights files (the checkout's build does; the pip package holds the ops, layers and models)}."""
+    load_library()
+    return json.loads(torch.ops.seqmix.build_info())
+
+
+def project_version():
+    """The project's version (CMakeLists.txt's project()): the wheel's, written at build time, else the checkout's."""
+    try:
+        from ._version import __version__
+        return __version__
+    except ImportError:
+        pass
+    cmake_lists = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "CMakeLists.txt")
+    try:
+        with open(cmake_lists) as f:
+            found = re.search(r"project\(seqmix VERSION ([0-9.]+)", f.read())
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    return build_info()["version"]

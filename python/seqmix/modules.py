@@ -13,20 +13,27 @@ The parameters are the C++ module's own tensors, registered here as nn.Parameter
 ("q.weight", "blocks.0.mixer.out.weight", ...): optimizers, state_dict/load_state_dict (keys equal to
 the names in a checkpoint's weights file), .to(dtype), .train()/.eval() and autograd act on the C++
 module directly. The forward is the C++ forward (the same fused kernels), so nothing is re-implemented here.
+Under torch.compile the forward is one operator of the graph (_compile.py says how); modules pickle and deep-copy
+(a new C++ module is built from the same arguments and given the saved tensors).
 """
 import json
+import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-from ._library import load_library
+from . import _compile
+from ._library import build_info, load_library
+from .checkpoint import CheckpointError, checkpoint_steps, load_checkpoint, model_state
 
-__all__ = ["Mixer", "ChannelMixer", "Model", "LanguageModel", "Run", "load_run", "registry", "save_weights"]
+__all__ = ["Mixer", "ChannelMixer", "Model", "LanguageModel", "Run", "Tokenizer", "load_run", "registry",
+           "save_weights"]
 
 
 def _classes():
     load_library()
+    _compile.register()
     return torch.classes.seqmix
 
 
@@ -47,13 +54,30 @@ class _Bound(torch.nn.Module):
 
     def __init__(self, bound):
         super().__init__()
-        self._bound = bound
+        self._bind(bound)
         for name, tensor in zip(*bound.named_parameters()):
             tensor.__class__ = torch.nn.Parameter  # the same tensor, now an nn.Parameter (no copy)
             self._owner(name).register_parameter(name.rsplit(".", 1)[-1], tensor)
         for name, tensor in zip(*bound.named_buffers()):
             self._owner(name).register_buffer(name.rsplit(".", 1)[-1], tensor)
         self.train(bound.is_training())
+
+    def _bind(self, bound):
+        self._bound = bound
+        self._handle = bound.handle()  # how a compiled graph names the C++ module (an int Dynamo can hold)
+        self._parameter_names = tuple(bound.named_parameters()[0])
+        self._adds_auxiliary_loss = bound.adds_auxiliary_loss()  # a mixture of experts inside
+        self._traced_auxiliary_loss = None
+
+    def _call(self, inputs: Tensor, extra: Optional[Tensor], form: int, eager):
+        """eager() outside torch.compile; while Dynamo traces, the module operators (_compile.py)."""
+        if torch.compiler.is_compiling():
+            outputs, auxiliary_loss = _compile.call(self, inputs, extra, form)
+            self._traced_auxiliary_loss = auxiliary_loss if self._adds_auxiliary_loss else None
+            return outputs
+        self._traced_auxiliary_loss = None
+        return eager()
+
 
     def _owner(self, name: str) -> torch.nn.Module:
         module = self
@@ -83,9 +107,47 @@ class _Bound(torch.nn.Module):
     def extra_repr(self) -> str:
         return self._bound.describe()
 
+    # Pickling and copy.deepcopy: the state is the nn.Module's (its tensors, training flag, a subclass's own
+    # attributes) and how to build the C++ module again; unpickling builds a new C++ module of the same
+    # construction and makes the saved tensors its own (same values, dtype, requires_grad).
+    def _construction(self):
+        raise NotImplementedError
+
     def __getstate__(self):
-        raise TypeError(f"{type(self).__name__} cannot be pickled or deep-copied: it holds a C++ module; save its "
-                        "state_dict (or seqmix.save_weights) and build a new one")
+        state = self.__dict__.copy()
+        state.pop("_bound")
+        state["_traced_auxiliary_loss"] = None
+        state["_seqmix_construction"] = self._construction()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        kind, arguments = state.pop("_seqmix_construction")
+        self.__dict__.update(state)
+        bound = getattr(_classes(), kind)(*arguments)
+        self._bind(bound)
+        for names_tensors, table in ((bound.named_parameters(), "_parameters"), (bound.named_buffers(), "_buffers")):
+            for name, tensor in zip(*names_tensors):
+                owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
+                saved = getattr(owner, table)[leaf]
+                with torch.no_grad():
+                    tensor.data = saved.data  # the C++ module now reads the saved values, dtype and device
+                if table == "_parameters":
+                    tensor.__class__ = torch.nn.Parameter
+                    tensor.requires_grad_(saved.requires_grad)
+                getattr(owner, table)[leaf] = tensor
+        bound.train(self.training)
+
+
+class _AddsLoss:
+    """Modules whose forward may add a training loss term (a mixture of experts' load balance)."""
+
+    def auxiliary_loss(self) -> Optional[Tensor]:
+        """The load-balance loss of the last forward (mixture of experts), or None. After a compiled forward, the
+        one that forward returned (float32)."""
+        if torch.compiler.is_compiling() or self._traced_auxiliary_loss is not None:
+            return self._traced_auxiliary_loss
+        return self._bound.auxiliary_loss() if self._adds_auxiliary_loss else None
 
 
 class _Decodes:
@@ -116,7 +178,12 @@ class Mixer(_Decodes, _Bound):
     def __init__(self, spec: str, dim: int, max_len: int = 0):
         super().__init__(_classes().Mixer(spec, dim, max_len))
         self.spec = self._bound.spec()
+        self.dim = self._bound.dim()
+        self.max_len = self._bound.max_len()
         self.is_causal = self._bound.is_causal()
+
+    def _construction(self):
+        return "Mixer", (self.spec, self.dim, self.max_len)
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
                 cu_seqlens: Optional[Tensor] = None) -> Tensor:
@@ -124,10 +191,10 @@ class Mixer(_Decodes, _Bound):
             if padding_mask is not None:
                 raise ValueError("Mixer.forward: give padding_mask or cu_seqlens, not both (a packed batch has no "
                                  "padding)")
-            return self._bound.forward_packed(x, cu_seqlens)
+            return self._call(x, cu_seqlens, _compile.PACKED, lambda: self._bound.forward_packed(x, cu_seqlens))
         if padding_mask is not None:
-            return self._bound.forward_masked(x, padding_mask)
-        return self._bound.forward(x)
+            return self._call(x, padding_mask, _compile.MASKED, lambda: self._bound.forward_masked(x, padding_mask))
+        return self._call(x, None, _compile.PLAIN, lambda: self._bound.forward(x))
 
     @property
     def packs_natively(self) -> bool:
@@ -135,22 +202,22 @@ class Mixer(_Decodes, _Bound):
 
 
 
-class ChannelMixer(_Bound):
+class ChannelMixer(_AddsLoss, _Bound):
     """A channel mixer by its spec ("swiglu", "mlp", "moe:experts=4", ...): forward(x [..., dim]) -> [..., dim]."""
 
     def __init__(self, spec: str, dim: int):
         super().__init__(_classes().ChannelMixer(spec, dim))
         self.spec = spec
+        self.dim = dim
+
+    def _construction(self):
+        return "ChannelMixer", (self.spec, self.dim)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._bound.forward(x)
-
-    def auxiliary_loss(self) -> Optional[Tensor]:
-        """The load-balance loss of the last forward (mixture of experts), or None."""
-        return self._bound.auxiliary_loss()
+        return self._call(x, None, _compile.PLAIN, lambda: self._bound.forward(x))
 
 
-class Model(_Decodes, _Bound):
+class Model(_AddsLoss, _Decodes, _Bound):
     """A model by its spec (`seqmix list` "Models": lm, autoencoder, probe, forecaster, dlinear) around the
     given mixers, sized as a task would size it."""
 
@@ -163,6 +230,9 @@ class Model(_Decodes, _Bound):
         super().__init__(_bound)
         self.spec = self._bound.spec()
 
+    def _construction(self):
+        return "Model", tuple(self._bound.construction())
+
     def forward(self, inputs: Tensor, cu_seqlens: Optional[Tensor] = None,
                 sequence_starts: Optional[Tensor] = None) -> Tensor:
         """tokens [B,T] (int64) -> logits [B,T,V], or features [B,T,F] -> outputs.
@@ -170,6 +240,14 @@ class Model(_Decodes, _Bound):
         Packed sequences (the lm model): inputs [1,N] with cu_seqlens (int64 [S+1] offsets), or rows [B,T] with
         sequence_starts (bool [B,T], true at each sequence's first token; every row's first token begins one, as
         in a text task's pack=1 batches). Each sequence is read as if alone, its positions from 0."""
+        if cu_seqlens is not None and torch.compiler.is_compiling():
+            if sequence_starts is not None:
+                raise ValueError("Model.forward: give cu_seqlens or sequence_starts, not both")
+            # Traced: the same starts without reading cu_seqlens' values (the C++ forward checks the starts).
+            n = inputs.size(1)
+            starts = torch.zeros(n + 1, dtype=torch.bool, device=inputs.device)
+            sequence_starts = starts.index_fill(0, cu_seqlens[:-1], True)[:n].unsqueeze(0)
+            cu_seqlens = None
         if cu_seqlens is not None:
             if sequence_starts is not None:
                 raise ValueError("Model.forward: give cu_seqlens or sequence_starts, not both")
@@ -186,11 +264,9 @@ class Model(_Decodes, _Bound):
             begins = cu_seqlens[:-1]
             sequence_starts[0, begins[begins < n]] = True
         if sequence_starts is not None:
-            return self._bound.forward_packed(inputs, sequence_starts)
-        return self._bound.forward(inputs)
-
-    def auxiliary_loss(self) -> Optional[Tensor]:
-        return self._bound.auxiliary_loss()
+            return self._call(inputs, sequence_starts, _compile.PACKED,
+                              lambda: self._bound.forward_packed(inputs, sequence_starts))
+        return self._call(inputs, None, _compile.PLAIN, lambda: self._bound.forward(inputs))
 
     def generate(self, prompt: Tensor, tokens: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> Tensor:
         """prompt [B,T0] tokens -> [B,T0+tokens], sampled step by step (temperature 0 = greedy), as `seqmix
@@ -198,12 +274,14 @@ class Model(_Decodes, _Bound):
         return self._bound.generate(prompt, tokens, temperature, top_k, seed)
 
 
-def LanguageModel(vocab_size: int, mixers: Sequence[str] = ("softmax",), dim: int = 128, layers: int = 2,
-                  max_len: int = 0, **options) -> Model:
+class LanguageModel(Model):
     """The lm model ("lm:dim=...,layers=...", options as `seqmix list` shows them: channel, norm, residual,
     final_norm, tie, head_bias, pos, dropout), one mixer spec per layer (cycled)."""
-    spec = ",".join([f"dim={dim}", f"layers={layers}"] + [f"{k}={_option_text(v)}" for k, v in options.items()])
-    return Model("lm:" + spec, mixers, vocab_size=vocab_size, seq_len=max_len)
+
+    def __init__(self, vocab_size: int, mixers: Sequence[str] = ("softmax",), dim: int = 128, layers: int = 2,
+                 max_len: int = 0, **options):
+        spec = ",".join([f"dim={dim}", f"layers={layers}"] + [f"{k}={_option_text(v)}" for k, v in options.items()])
+        super().__init__("lm:" + spec, mixers, vocab_size=vocab_size, seq_len=max_len)
 
 
 def _option_text(value) -> str:
@@ -212,10 +290,20 @@ def _option_text(value) -> str:
     return str(value)
 
 
+def _needs_runs(what: str) -> None:
+    """Raises the one-line error of a build without the run loader (the pip package) for `what`."""
+    if not build_info()["runs"]:
+        raise RuntimeError(
+            f"{what} needs seqmix's run library (tasks, configs, checkpoints: the checkout's build, scripts/setup.sh); "
+            "this is the pip package, which holds the ops, layers and models (docs/python.md lists the difference)")
+
+
 def save_weights(model: Model, path: str) -> None:
     """Writes the model's parameters and buffers as a checkpoint's weights file (their own names, the
     model.state_dict() names, metadata format=pt), atomically: `seqmix eval --run DIR --weights path` and
-    `seqmix train --init-from path` read it, and so does safetensors.torch.load_file."""
+    `seqmix train --init-from path` read it, and so does safetensors.torch.load_file. (Without the run library,
+    safetensors.torch.save_file(model.state_dict(), path, metadata={"format": "pt"}) writes the same file.)"""
+    _needs_runs("seqmix.save_weights")
     model._bound.save_weights(str(path))
 
 
@@ -234,25 +322,84 @@ class Tokenizer:
         return self._bound.decode([int(i) for i in ids])
 
 
+class _SentencePieceTokenizer:
+    """A text run's tokenizer.model read by the sentencepiece package (the pip package has no C++ tokenizer):
+    the same ids as seqmix's (python/tests/test_modules.py checks it against the checkout's tokenizer)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def _processor(self):
+        if not os.path.exists(self.path):
+            raise RuntimeError(f"this run has no tokenizer ({self.path} does not exist: not a text run)")
+        try:
+            import sentencepiece
+        except ImportError:
+            raise RuntimeError("reading a text run's tokenizer without seqmix's run library needs the sentencepiece "
+                               "package (pip install sentencepiece)") from None
+        return sentencepiece.SentencePieceProcessor(model_file=self.path)
+
+    def encode(self, text: str) -> List[int]:
+        return list(self._processor().encode(text))
+
+    def decode(self, ids) -> str:
+        if isinstance(ids, Tensor):
+            ids = ids.tolist()
+        return self._processor().decode([int(i) for i in ids])
+
+
 class Run:
     """A trained run: run.model (a seqmix.Model holding the checkpoint's weights), run.tokenizer (text runs),
     run.generate(prompt), run.evaluate() (the test-set loss, computed here as `seqmix eval` computes it)."""
 
     def __init__(self, path: str, step: Optional[int] = None):
-        self._bound = _classes().Run(str(path), -1 if step is None else int(step))
         self.path = str(path)
+        if not build_info()["runs"]:
+            self._from_record(step)
+            return
+        self._bound = _classes().Run(str(path), -1 if step is None else int(step))
         self.step = self._bound.step()
         self.task = self._bound.task()
-        self.model = Model(_bound=self._bound.model())
+        model = self._bound.model()
+        # An lm run's model is a LanguageModel (isinstance holds); the other models are Models.
+        self.model = Model.__new__(LanguageModel if model.spec().split(":")[0] == "lm" else Model)
+        Model.__init__(self.model, _bound=model)
         self.model.eval()
         self.tokenizer = Tokenizer(self._bound)
 
+    def _from_record(self, step: Optional[int]) -> None:
+        """Without the run library (the pip package): the model a checkpoint's record describes (its spec, mixers
+        and sizes), holding that checkpoint's weights, read in Python; no task, so no test set or metrics. A text
+        run's tokenizer.model reads with the sentencepiece package when it is installed (same ids)."""
+        self._bound = None
+        steps = checkpoint_steps(self.path)
+        if not steps:
+            raise CheckpointError(f"{self.path}: no checkpoint (no checkpoints/step-*.json record)")
+        self.step = steps[-1] if step is None else int(step)
+        tensors = load_checkpoint(self.path, self.step)
+        record_path = os.path.join(self.path, "checkpoints", f"step-{self.step:08d}.json")
+        with open(record_path) as f:
+            record = json.load(f).get("model")
+        if record is None:
+            raise CheckpointError(f"{record_path}: no model record (written by `seqmix train` since version 0.1.0's "
+                                  "pip package); load the run with the checkout's build")
+        kind = LanguageModel if record["spec"].split(":")[0] == "lm" else Model
+        self.model = Model.__new__(kind)
+        Model.__init__(self.model, record["spec"], record["mixers"], record["vocab_size"], record["input_features"],
+                       record["output_features"], record["seq_len"], record["output_len"])
+        self.model.load_state_dict(model_state(tensors))
+        self.model.eval()
+        self.task = None
+        self.tokenizer = _SentencePieceTokenizer(os.path.join(self.path, "tokenizer.model"))
+
     def test_set(self) -> Tuple[Tensor, Tensor]:
         """(inputs, targets) of the task's held-out set."""
+        _needs_runs("Run.test_set")
         return self._bound.test_set()
 
     def loss(self, outputs: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
         """The task's loss of the model's outputs (what training minimises)."""
+        _needs_runs("Run.loss")
         return self._bound.loss(outputs, inputs, targets)
 
     @torch.no_grad()
@@ -273,6 +420,7 @@ class Run:
 
     def metrics(self) -> Dict[str, float]:
         """Every metric of `seqmix eval`, by the C++ evaluation."""
+        _needs_runs("Run.metrics")
         return dict(self._bound.metrics())
 
     def generate(self, prompt: str, tokens: int = 200, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:

@@ -320,5 +320,6 @@ __all__ = [
 ]
 # Helpers written in Python (no operator behind them).
 PYTHON_ONLY = ["ssm_initial_state", "op_impls"]
-# Operators of the package, not of an op family (src/python/).
-PACKAGE_OPS = ["read_safetensors", "registry"]
+# Operators of the package, not of an op family (src/python/): the module operators are how torch.compile calls
+# seqmix's modules (python/seqmix/_compile.py).
+PACKAGE_OPS = ["read_safetensors", "registry", "build_info", "module_forward", "module_backward", "module_output_dtype"]

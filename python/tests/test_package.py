@@ -115,6 +115,16 @@ class Library(unittest.TestCase):
     def test_the_loaded_library_is_reported(self):
         self.assertTrue(seqmix.library_path().endswith("libseqmix_ops.so"))
 
+    def test_version_and_build_are_the_projects(self):
+        """__version__ is CMakeLists.txt's project version (the wheel's _version.py is written from it too), and the
+        checkout's library holds the run loader (tests/python/wheel_install.sh checks the pip package's)."""
+        import re
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(seqmix VERSION ([0-9.]+)", f.read()).group(1)
+        self.assertEqual(seqmix.__version__, version)
+        self.assertEqual(seqmix.build_info(), {"version": version, "runs": True})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -47,4 +47,8 @@ torch::Tensor AutoEncoderImpl::forward(const torch::Tensor& tokens) {
   return head_(head_norm_->forward(x));
 }
 
+std::vector<c10::SymInt> AutoEncoderImpl::output_shape(c10::SymIntArrayRef inputs) const {
+  return {inputs[0], c10::SymInt(seq_len_), c10::SymInt(head_->options.out_features())};  // [B,L,V]
+}
+
 }  // namespace seqmix

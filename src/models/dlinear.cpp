@@ -36,4 +36,8 @@ torch::Tensor DLinearImpl::forward(const torch::Tensor& inputs) {
   return forecast.transpose(1, 2);
 }
 
+std::vector<c10::SymInt> DLinearImpl::output_shape(c10::SymIntArrayRef inputs) const {
+  return {inputs[0], c10::SymInt(horizon_), inputs[2]};  // [B,horizon,C]
+}
+
 }  // namespace seqmix

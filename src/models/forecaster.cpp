@@ -36,4 +36,8 @@ torch::Tensor ForecasterImpl::forward(const torch::Tensor& inputs) {
   return options_.instance_norm ? forecast * scale + mean : forecast;
 }
 
+std::vector<c10::SymInt> ForecasterImpl::output_shape(c10::SymIntArrayRef inputs) const {
+  return {inputs[0], c10::SymInt(options_.horizon), inputs[2]};  // [B,horizon,C]
+}
+
 }  // namespace seqmix

@@ -285,4 +285,11 @@ torch::Tensor LanguageModelImpl::generate(const torch::Tensor& prompt, int64_t n
   return torch::cat(out, 1);
 }
 
+std::vector<c10::SymInt> LanguageModelImpl::output_shape(c10::SymIntArrayRef inputs) const {
+  const int64_t width = !options_.output_head ? options_.dim
+                        : options_.vocab_size > 0 ? options_.vocab_size
+                                                  : options_.output_features;
+  return {inputs[0], inputs[1], c10::SymInt(width)};  // [B,T,V], [B,T,O] or [B,T,D]
+}
+
 }  // namespace seqmix

@@ -32,4 +32,8 @@ torch::Tensor VitImpl::forward(const torch::Tensor& inputs) {
   return head_(stack_->forward(inputs).mean(1));  // [B,T,D] -> mean over the patches [B,D] -> [B,classes]
 }
 
+std::vector<c10::SymInt> VitImpl::output_shape(c10::SymIntArrayRef inputs) const {
+  return {inputs[0], c10::SymInt(head_->options.out_features())};  // [B,classes]
+}
+
 }  // namespace seqmix

@@ -3,21 +3,34 @@
 // each module's parameters and buffers as the very tensors the C++ layers read (same TensorImpl), which the
 // Python nn.Module wrapper registers as its own: optimizers, state_dict, load_state_dict, .to() and autograd
 // act on the C++ module directly. No layer math is written twice.
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
 #include "seqmix/io/error.h"
 #include "seqmix/models/language_model.h"
 #include "seqmix/models/model_factory.h"
 #include "seqmix/models/registry.h"
+#include "seqmix/modules/mixture_of_experts.h"
+// Runs (load_run, weights files) need the training, tasks and checkpoints of seqmix_core; the pip package builds
+// without them (SEQMIX_PYTHON_RUNS=0, CMakeLists.txt's SEQMIX_PACKAGE_ONLY) and python/seqmix says so when asked.
+#if SEQMIX_PYTHON_RUNS
 #include "seqmix/tasks/task.h"
 #include "seqmix/tasks/text_lm.h"
 #include "seqmix/train/checkpoint.h"
 #include "seqmix/train/run.h"
 #include "seqmix/train/trainer.h"
+#endif
 
 namespace seqmix::python {
 namespace {
@@ -39,10 +52,92 @@ c10::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
   return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
 }
 
-// What every bound module has: the C++ module, its tensors, train/eval and its printout.
+// What every bound module has: the C++ module, its tensors, train/eval and its printout, and what the module
+// operators below need (a handle they find it by, its forward in each form, the shape that forward returns).
 struct BoundModule : torch::CustomClassHolder {
   std::shared_ptr<torch::nn::Module> module;
+  const int64_t handle;
+  BoundModule();
+  ~BoundModule() override;
+  BoundModule(const BoundModule&) = delete;
+  BoundModule& operator=(const BoundModule&) = delete;
+  // The forward in one of its forms (ModuleForm); inputs and extra as the Python module's forward takes them.
+  virtual at::Tensor call(const at::Tensor& inputs, const c10::optional<at::Tensor>& extra, int64_t form) = 0;
+  // The shape call returns for inputs of this shape (symbolic under torch.compile).
+  virtual std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const { return inputs.vec(); }
+  // The loss term the last call added (MoE load balance); undefined when the module adds none.
+  virtual at::Tensor auxiliary_loss() const { return {}; }
+  // A one-sample input of this dtype that the forward takes (for output_dtype's probe).
+  virtual at::Tensor probe_inputs(at::ScalarType dtype) const = 0;
+  // The dtype the forward returns for inputs of `inputs` dtype under `autocast` (asked once per combination).
+  at::ScalarType output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast);
+  // Whether any part of the module adds an auxiliary loss (a mixture of experts), known before any forward.
+  bool adds_auxiliary_loss() const {
+    for (const auto& m : module->modules())
+      if (dynamic_cast<const MixtureOfExpertsImpl*>(m.get())) return true;
+    return false;
+  }
+
+ private:
+  // output_dtype's answers by (inputs, autocast or Undefined, parameters' dtype).
+  std::map<std::tuple<at::ScalarType, at::ScalarType, at::ScalarType>, at::ScalarType> output_dtypes_;
 };
+
+// The forms of a bound module's forward the module operators call (python/seqmix/modules.py passes them).
+enum ModuleForm : int64_t { plain = 0, masked = 1, packed = 2 };
+
+// The live bound modules by handle: a compiled graph names its module by handle (an int is what Dynamo can
+// put in a graph; a TorchScript object is not).
+struct BoundModules {
+  std::mutex mutex;
+  std::unordered_map<int64_t, BoundModule*> by_handle;
+  static BoundModules& get() {
+    static BoundModules modules;
+    return modules;
+  }
+};
+
+int64_t next_handle() {
+  static std::atomic<int64_t> counter{0};
+  return ++counter;
+}
+
+BoundModule::BoundModule() : handle(next_handle()) {
+  auto& all = BoundModules::get();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.by_handle[handle] = this;
+}
+
+BoundModule::~BoundModule() {
+  auto& all = BoundModules::get();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.by_handle.erase(handle);
+}
+
+// Autograd on while a scope runs, also below an operator's autograd kernel (where the dispatcher leaves the autograd
+// keys out): the C++ layers may differentiate inside their forward (the energy mixer's descent), and
+// module_backward differentiates the recomputed forward. Grad mode is left to the caller.
+class AutogradKeysOn {
+ public:
+  AutogradKeysOn() : keys_(with_autograd_keys()) {}
+
+ private:
+  static c10::impl::LocalDispatchKeySet with_autograd_keys() {
+    c10::impl::LocalDispatchKeySet keys = c10::impl::tls_local_dispatch_key_set();
+    keys.excluded_ = keys.excluded_ - c10::autograd_dispatch_keyset_with_ADInplaceOrView;
+    return keys;
+  }
+  c10::impl::ForceDispatchKeyGuard keys_;
+};
+
+BoundModule& bound_module(int64_t handle) {
+  auto& all = BoundModules::get();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  const auto found = all.by_handle.find(handle);
+  TORCH_CHECK(found != all.by_handle.end(), "seqmix.module_forward: module ", handle,
+              " no longer exists (a compiled function outlived the seqmix module it calls)");
+  return *found->second;
+}
 
 template <class T>
 void add_module_methods(torch::class_<T>& c) {
@@ -50,6 +145,8 @@ void add_module_methods(torch::class_<T>& c) {
       .def("named_buffers", [](const c10::intrusive_ptr<T>& self) { return named(self->module->named_buffers()); })
       .def("train", [](const c10::intrusive_ptr<T>& self, bool on) { self->module->train(on); })
       .def("is_training", [](const c10::intrusive_ptr<T>& self) { return self->module->is_training(); })
+      .def("handle", [](const c10::intrusive_ptr<T>& self) { return self->handle; })
+      .def("adds_auxiliary_loss", [](const c10::intrusive_ptr<T>& self) { return self->adds_auxiliary_loss(); })
       .def("describe", [](const c10::intrusive_ptr<T>& self) {
         std::ostringstream os;
         self->module->pretty_print(os);
@@ -67,7 +164,8 @@ struct BoundMixerState : torch::CustomClassHolder {
 struct BoundMixer : BoundModule {
   Mixer mixer;
   std::string spec;
-  BoundMixer(const std::string& spec_text, int64_t dim, int64_t max_len) {
+  int64_t max_len = 0;
+  BoundMixer(const std::string& spec_text, int64_t dim, int64_t max_len) : max_len(max_len) {
     if (dim < 1) throw Error("seqmix.Mixer: dim must be >= 1 (got " + std::to_string(dim) + ")");
     if (max_len < 0) throw Error("seqmix.Mixer: max_len must be >= 0 (got " + std::to_string(max_len) + ")");
     const MixerSpec parsed = parse_mixer_spec(spec_text);
@@ -78,6 +176,14 @@ struct BoundMixer : BoundModule {
     module = mixer;
     spec = parsed.resolved;
   }
+  at::Tensor probe_inputs(at::ScalarType dtype) const override {
+    return at::zeros({1, max_len == 1 ? 1 : 2, mixer->dim()}, at::dtype(dtype));  // [1,T,D]
+  }
+  at::Tensor call(const at::Tensor& x, const c10::optional<at::Tensor>& extra, int64_t form) override {
+    if (form == ModuleForm::masked) return mixer->forward_masked(x, extra.value());
+    if (form == ModuleForm::packed) return mixer->forward_packed(x, extra.value());
+    return mixer->forward(x);
+  }
 };
 
 // ---- channel mixers -------------------------------------------------------------------------------------------
@@ -86,10 +192,17 @@ struct BoundChannelMixer : BoundModule {
   ChannelMixer channel;
   BoundChannelMixer(const std::string& spec, int64_t dim) {
     if (dim < 1) throw Error("seqmix.ChannelMixer: dim must be >= 1 (got " + std::to_string(dim) + ")");
+    this->dim = dim;
     channel = build_channel_mixer(spec, dim);
     if (!channel) throw Error("seqmix.ChannelMixer: '" + spec + "' is no channel mixer (use torch.nn.Identity)");
     module = channel;
   }
+  int64_t dim = 0;
+  at::Tensor probe_inputs(at::ScalarType dtype) const override { return at::zeros({1, 1, dim}, at::dtype(dtype)); }
+  at::Tensor call(const at::Tensor& x, const c10::optional<at::Tensor>&, int64_t) override {
+    return channel->forward(x);
+  }
+  at::Tensor auxiliary_loss() const override { return channel->auxiliary_loss(); }
 };
 
 // ---- models -----------------------------------------------------------------------------------------------------
@@ -102,9 +215,24 @@ struct BoundModelState : torch::CustomClassHolder {
 struct BoundModel : BoundModule {
   SequenceModel model;
   std::string spec;
-  explicit BoundModel(SequenceModel m, std::string model_spec) : model(std::move(m)), spec(std::move(model_spec)) {
+  ModelContext context;  // what it was built for: a copy of the module is built from spec and context
+  BoundModel(SequenceModel m, std::string model_spec, ModelContext built_for)
+      : model(std::move(m)), spec(std::move(model_spec)), context(std::move(built_for)) {
     module = model;
   }
+  // Tokens [1,L] or features [1,L,F], L the length the model was built for (some models take no other).
+  at::Tensor probe_inputs(at::ScalarType dtype) const override {
+    const int64_t length = context.seq_len > 0 ? context.seq_len : 2;
+    if (context.vocab_size > 0) return at::zeros({1, length}, at::dtype(at::kLong));
+    return at::zeros({1, length, context.input_features}, at::dtype(dtype));
+  }
+  at::Tensor call(const at::Tensor& inputs, const c10::optional<at::Tensor>& extra, int64_t form) override {
+    return form == ModuleForm::packed ? model->forward_packed(inputs, extra.value()) : model->forward(inputs);
+  }
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override {
+    return model->output_shape(inputs);
+  }
+  at::Tensor auxiliary_loss() const override { return model->auxiliary_loss(); }
   // The language model for decoding; errors name the model this is otherwise.
   LanguageModelImpl& language_model(const char* what) const {
     auto* lm = dynamic_cast<LanguageModelImpl*>(model.get());
@@ -123,11 +251,11 @@ c10::intrusive_ptr<BoundModel> build_bound_model(std::string spec, std::vector<s
   context.seq_len = seq_len;
   context.output_len = output_len;
   for (const auto& m : mixers) context.mixers.push_back(parse_mixer_spec(m));
-  return c10::make_intrusive<BoundModel>(build_model(spec, context), spec);
+  return c10::make_intrusive<BoundModel>(build_model(spec, context), spec, context);
 }
 
 // ---- runs ---------------------------------------------------------------------------------------------------------
-
+#if SEQMIX_PYTHON_RUNS
 struct BoundRun : torch::CustomClassHolder {
   Run run;
   int64_t step = 0;
@@ -135,7 +263,7 @@ struct BoundRun : torch::CustomClassHolder {
   c10::intrusive_ptr<BoundModel> model;
   BoundRun(const std::string& dir, int64_t wanted_step) : directory(dir) {
     run = load_run(dir, at::get_num_threads(), wanted_step, step);  // the caller's thread count, as it is
-    model = c10::make_intrusive<BoundModel>(run.model, run.model_spec);
+    model = c10::make_intrusive<BoundModel>(run.model, run.model_spec, model_context_for(*run.task, run.mixers));
   }
   const TextTask& text(const char* what) const {
     const auto* t = dynamic_cast<const TextTask*>(run.task.get());
@@ -143,6 +271,181 @@ struct BoundRun : torch::CustomClassHolder {
     return *t;
   }
 };
+#endif
+
+// ---- torch.compile: a bound module's forward as two operators ----------------------------------------------------
+// Dynamo cannot trace a TorchScript object's methods, so under torch.compile python/seqmix/modules.py calls a bound
+// module through module_forward (the C++ forward; its Meta kernel gives the shape output_shape says) and
+// module_backward, which runs the forward again with autograd on and differentiates it, as activation
+// checkpointing does, from the random state the forward began from (dropout draws the same masks) and under the
+// same autocast. python/seqmix/_compile.py registers module_backward as module_forward's autograd.
+
+// The CPU generator's state (a uint8 tensor).
+at::Tensor cpu_random_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_random_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+// Runs a scope from a saved random state and puts the state it found back afterwards, so a recompute in the
+// backward pass neither changes nor depends on what was drawn since the forward.
+class RandomStateScope {
+ public:
+  explicit RandomStateScope(const at::Tensor& state) : found_(cpu_random_state()) { set_cpu_random_state(state); }
+  ~RandomStateScope() { set_cpu_random_state(found_); }
+  RandomStateScope(const RandomStateScope&) = delete;
+  RandomStateScope& operator=(const RandomStateScope&) = delete;
+
+ private:
+  at::Tensor found_;
+};
+
+// Autocast on `device` to `dtype` (or off) while the scope runs: a compiled graph passes the autocast its caller
+// had, so the forward and its recompute cast as the eager forward would.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, c10::optional<at::ScalarType> dtype)
+      : device_(device),
+        was_enabled_(at::autocast::is_autocast_enabled(device)),
+        was_dtype_(at::autocast::get_autocast_dtype(device)) {
+    at::autocast::set_autocast_enabled(device, dtype.has_value());
+    if (dtype) at::autocast::set_autocast_dtype(device, *dtype);
+  }
+  ~AutocastScope() {
+    at::autocast::set_autocast_enabled(device_, was_enabled_);
+    at::autocast::set_autocast_dtype(device_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+at::ScalarType BoundModule::output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast) {
+  at::ScalarType parameters = at::kFloat;
+  for (const auto& p : module->parameters())
+    if (at::isFloatingType(p.scalar_type())) {
+      parameters = p.scalar_type();
+      break;
+    }
+  const auto key = std::make_tuple(inputs, autocast.has_value() ? *autocast : at::ScalarType::Undefined, parameters);
+  if (const auto found = output_dtypes_.find(key); found != output_dtypes_.end()) return found->second;
+  // The probe: one sample through the real forward, drawing nothing from the generator. (Called by Python before
+  // tracing, python/seqmix/_compile.py: inside a fake kernel the fake-tensor mode would take the probe over.)
+  AutogradKeysOn autograd;
+  at::NoGradGuard no_grad;
+  RandomStateScope same_draws(cpu_random_state());
+  AutocastScope casts(c10::DeviceType::CPU, autocast);
+  const at::ScalarType dtype = call(probe_inputs(inputs), c10::nullopt, ModuleForm::plain).scalar_type();
+  output_dtypes_[key] = dtype;
+  return dtype;
+}
+
+// The bound module of a module operator, its parameters checked against those the graph passed.
+BoundModule& module_with(int64_t handle, at::TensorList parameters) {
+  BoundModule& bound = bound_module(handle);
+  const auto own = bound.module->parameters().size();
+  TORCH_CHECK(parameters.size() == own, "seqmix.module_forward: module ", handle, " has ", own,
+              " parameters, the call passed ", parameters.size());
+  return bound;
+}
+
+bool differentiable(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()); }
+
+// The auxiliary loss as module_forward returns it: float32 [], zero when the module adds none.
+at::Tensor auxiliary_or_zero(const BoundModule& bound, const at::Tensor& like) {
+  const at::Tensor aux = bound.auxiliary_loss();
+  return aux.defined() ? aux.to(at::kFloat) : at::zeros({}, like.options().dtype(at::kFloat));
+}
+
+// (outputs in dtype, auxiliary loss float32 [], the random state the forward began from uint8).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward(int64_t handle, const at::Tensor& inputs,
+                                                              const c10::optional<at::Tensor>& extra, int64_t form,
+                                                              at::TensorList parameters, at::ScalarType dtype,
+                                                              c10::optional<at::ScalarType> autocast) {
+  BoundModule& bound = module_with(handle, parameters);
+  at::Tensor random_state = cpu_random_state();
+  AutogradKeysOn autograd;
+  at::NoGradGuard no_grad;  // the autograd registration builds the graph; the recompute differentiates
+  AutocastScope casts(inputs.device().type(), autocast);
+  at::Tensor outputs = bound.call(inputs, extra, form).to(dtype);  // dtype: what output_dtype said, so a no-op
+  return {outputs, auxiliary_or_zero(bound, inputs).detach(), random_state};
+}
+
+// (gradient of the inputs, [0] for token inputs; gradients of the parameters, in the module's order).
+std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward(
+    int64_t handle, const at::Tensor& inputs, const c10::optional<at::Tensor>& extra, int64_t form,
+    at::TensorList parameters, at::ScalarType dtype, c10::optional<at::ScalarType> autocast,
+    const at::Tensor& random_state, const at::Tensor& grad_outputs, const at::Tensor& grad_auxiliary_loss) {
+  BoundModule& bound = module_with(handle, parameters);
+  // Below an operator's autograd kernel, and in a backward pass, autograd is off: on again for the recompute.
+  AutogradKeysOn autograd;
+  at::AutoGradMode grad_mode(true);
+  RandomStateScope same_draws(random_state);
+  AutocastScope casts(inputs.device().type(), autocast);
+
+  at::Tensor x = inputs.detach();
+  if (differentiable(x)) x.requires_grad_(true);
+  const at::Tensor outputs = bound.call(x, extra, form).to(dtype);
+  const at::Tensor aux = bound.auxiliary_loss();
+  std::vector<at::Tensor> roots, seeds;
+  if (outputs.requires_grad()) {
+    roots.push_back(outputs);
+    seeds.push_back(grad_outputs);
+  }
+  if (aux.defined() && aux.requires_grad()) {
+    roots.push_back(aux.to(at::kFloat));
+    seeds.push_back(grad_auxiliary_loss);
+  }
+  const auto own = bound.module->parameters();
+  std::vector<at::Tensor> wrt;
+  if (x.requires_grad()) wrt.push_back(x);
+  for (const auto& p : own)
+    if (p.requires_grad()) wrt.push_back(p);
+  std::vector<at::Tensor> grads;
+  if (!roots.empty() && !wrt.empty())
+    grads = torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+  size_t next = 0;
+  const auto take = [&](const at::Tensor& like) {
+    at::Tensor g = next < grads.size() ? grads[next] : at::Tensor();
+    ++next;
+    return g.defined() ? g : at::zeros_like(like);
+  };
+  at::Tensor grad_inputs = x.requires_grad() ? take(x) : at::empty({0}, inputs.options().dtype(at::kFloat));
+  std::vector<at::Tensor> grad_parameters;
+  for (const auto& p : own) grad_parameters.push_back(p.requires_grad() ? take(p) : at::zeros_like(p));
+  return {grad_inputs, grad_parameters};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward_meta(int64_t handle, const at::Tensor& inputs,
+                                                                   const c10::optional<at::Tensor>&, int64_t,
+                                                                   at::TensorList parameters, at::ScalarType dtype,
+                                                                   c10::optional<at::ScalarType>) {
+  BoundModule& bound = module_with(handle, parameters);
+  static const auto state_size = cpu_random_state().sizes().vec();
+  return {at::empty_symint(bound.output_shape(inputs.sym_sizes()), inputs.options().dtype(dtype)),
+          at::empty({}, inputs.options().dtype(at::kFloat)), at::empty(state_size, inputs.options().dtype(at::kByte))};
+}
+
+std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward_meta(
+    int64_t handle, const at::Tensor& inputs, const c10::optional<at::Tensor>&, int64_t, at::TensorList parameters,
+    at::ScalarType, c10::optional<at::ScalarType>, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  module_with(handle, parameters);
+  std::vector<at::Tensor> grad_parameters;
+  for (const auto& p : parameters) grad_parameters.push_back(at::empty_like(p));
+  return {differentiable(inputs) ? at::empty_like(inputs) : at::empty({0}, inputs.options().dtype(at::kFloat)),
+          grad_parameters};
+}
 
 std::string registry_json() {
   const auto components = [](const std::vector<ComponentInfo>& infos) {
@@ -177,6 +480,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       .def("spec", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->spec; })
       .def("kind", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->mixer->kind(); })
       .def("dim", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->mixer->dim(); })
+      .def("max_len", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->max_len; })
       .def("is_causal", [](const c10::intrusive_ptr<BoundMixer>& self) { return self->mixer->is_causal(); })
       .def("forward", [](const c10::intrusive_ptr<BoundMixer>& self, const at::Tensor& x) {
         return self->mixer->forward(x);
@@ -212,6 +516,12 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   auto model = m.class_<BoundModel>("Model");
   model.def(torch::init(&build_bound_model))
       .def("spec", [](const c10::intrusive_ptr<BoundModel>& self) { return self->spec; })
+      // (spec, mixers, vocab_size, input_features, output_features, seq_len, output_len): Model's arguments
+      .def("construction", [](const c10::intrusive_ptr<BoundModel>& self) {
+        const ModelContext& c = self->context;
+        return std::make_tuple(self->spec, resolved_texts(c.mixers), c.vocab_size, c.input_features,
+                               c.output_features, c.seq_len, c.output_len);
+      })
       .def("forward", [](const c10::intrusive_ptr<BoundModel>& self, const at::Tensor& inputs) {
         return self->model->forward(inputs);
       })
@@ -245,14 +555,16 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
         sampling.top_k = top_k;
         sampling.seed = static_cast<uint64_t>(seed);
         return self->language_model("generate").generate(prompt, new_tokens, sampling);
-      })
-      .def("save_weights", [](const c10::intrusive_ptr<BoundModel>& self, const std::string& path) {
-        save_model_weights(path, *self->model);
-      })
+      });
+  add_module_methods(model);
+
+#if SEQMIX_PYTHON_RUNS
+  model.def("save_weights", [](const c10::intrusive_ptr<BoundModel>& self, const std::string& path) {
+         save_model_weights(path, *self->model);
+       })
       .def("load_weights", [](const c10::intrusive_ptr<BoundModel>& self, const std::string& path) {
         load_model_weights(path, *self->model);
       });
-  add_module_methods(model);
 
   m.class_<BoundRun>("Run")
       .def(torch::init<std::string, int64_t>())
@@ -279,6 +591,29 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       .def("decode", [](const c10::intrusive_ptr<BoundRun>& self, std::vector<int64_t> ids) {
         return self->text("decode").tokenizer().decode(ids);
       });
-
+#endif
+  // {"version", "runs"}: what this build of the library holds (python/seqmix reads it).
+  m.def("build_info() -> str", [] {
+    return nlohmann::json{{"version", SEQMIX_VERSION}, {"runs", SEQMIX_PYTHON_RUNS == 1}}.dump();
+  });
   m.def("registry() -> str", [] { return seqmix::python::registry_json(); });
+  m.def("module_forward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, ScalarType dtype, "
+        "ScalarType? autocast) -> (Tensor outputs, Tensor auxiliary_loss, Tensor random_state)");
+  m.def("module_backward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, ScalarType dtype, "
+        "ScalarType? autocast, Tensor random_state, Tensor grad_outputs, Tensor grad_auxiliary_loss) -> "
+        "(Tensor grad_inputs, Tensor[] grad_parameters)");
+  m.def("module_output_dtype(int module, ScalarType inputs, ScalarType? autocast) -> ScalarType",
+        [](int64_t handle, at::ScalarType inputs, c10::optional<at::ScalarType> autocast) {
+          return seqmix::python::bound_module(handle).output_dtype(inputs, autocast);
+        });
+}
+
+TORCH_LIBRARY_IMPL(seqmix, CompositeExplicitAutograd, m) {
+  m.impl("module_forward", &seqmix::python::module_forward);
+  m.impl("module_backward", &seqmix::python::module_backward);
+}
+
+TORCH_LIBRARY_IMPL(seqmix, Meta, m) {
+  m.impl("module_forward", &seqmix::python::module_forward_meta);
+  m.impl("module_backward", &seqmix::python::module_backward_meta);
 }

@@ -276,7 +276,7 @@ std::vector<int64_t> list_checkpoints(const std::string& run_dir) {
 }
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW& optimizer,
-                     const TrainerState& state, int64_t keep_last) {
+                     const TrainerState& state, int64_t keep_last, const std::string& model_record) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   fs::create_directories(dir);
   const std::string name = step_name(state.step);
@@ -298,6 +298,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   j["stopped_early"] = state.stopped_early;
   j["skipped_nonfinite"] = state.skipped_nonfinite;
   j["interval"] = {{"steps", state.interval_steps}, {"loss", state.interval_loss}, {"aux", state.interval_aux}};
+  if (!model_record.empty()) j["model"] = nlohmann::json::parse(model_record);
   j["wall_seconds"] = state.wall_seconds;
   write_file_atomically((dir / (name + ".json")).string(), j.dump(2) + "\n");  // the commit
 

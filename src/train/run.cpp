@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -133,6 +135,15 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   t.init_from = config.text("init_from");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
+  const ModelContext context = model_context_for(*run.task, run.mixers);
+  t.model_record = nlohmann::json{{"spec", run.model_spec},
+                                  {"mixers", resolved_texts(run.mixers)},
+                                  {"vocab_size", context.vocab_size},
+                                  {"input_features", context.input_features},
+                                  {"output_features", context.output_features},
+                                  {"seq_len", context.seq_len},
+                                  {"output_len", context.output_len}}
+                       .dump();
   t.description["mixer"] = config.text("mixer");
   return run;
 }

@@ -238,7 +238,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     s.interval_steps = interval_steps;
     s.interval_loss = interval_loss;
     s.interval_aux = interval_aux;
-    save_checkpoint(config.out_dir, model, *optimizer, s, config.keep_checkpoints);
+    save_checkpoint(config.out_dir, model, *optimizer, s, config.keep_checkpoints, config.model_record);
   };
 
   // lr and grad_norm are those of the step just taken; tokens_per_s is the evaluation's own throughput.

@@ -14,6 +14,7 @@ class AutoEncoderImpl : public SequenceModelImpl {
   // options describe the encoder stack (vocab, dim, layers, mixers, ...); seq_len outputs are decoded.
   AutoEncoderImpl(LanguageModelOptions options, int64_t seq_len);
   torch::Tensor forward(const torch::Tensor& tokens) override;  // [B,L] -> logits [B,L,V]
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
   // The encoder stack's auxiliary losses (MoE channel mixers).
   torch::Tensor auxiliary_loss() const override { return encoder_->auxiliary_loss(); }
 

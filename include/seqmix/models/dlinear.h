@@ -18,6 +18,7 @@ class DLinearImpl : public SequenceModelImpl {
  public:
   DLinearImpl(int64_t input_len, int64_t horizon, int64_t features, int64_t kernel = 25);
   torch::Tensor forward(const torch::Tensor& inputs) override;  // [B,input_len,C] -> [B,horizon,C]
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
 
   torch::nn::Linear seasonal{nullptr}, trend{nullptr};  // weights [horizon, input_len]
 

@@ -25,6 +25,7 @@ class ForecasterImpl : public SequenceModelImpl {
  public:
   explicit ForecasterImpl(ForecasterOptions options);
   torch::Tensor forward(const torch::Tensor& inputs) override;  // [B,input_len,C] -> [B,horizon,C]
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
   torch::Tensor auxiliary_loss() const override { return stack_->auxiliary_loss(); }
   const LanguageModelImpl& stack() const { return *stack_; }
 

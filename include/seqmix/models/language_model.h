@@ -72,6 +72,7 @@ class LanguageModelImpl : public SequenceModelImpl {
 
   // tokens [B,T] (int64) -> logits [B,T,V]; or features [B,T,F] -> outputs [B,T,O].
   torch::Tensor forward(const torch::Tensor& inputs) override;
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
   // The rows laid end to end as one packed row, [1,B*T], the mixers reading each sequence alone (forward_packed),
   // positions restarting at each sequence; the other sublayers act per token.
   torch::Tensor forward_packed(const torch::Tensor& inputs, const torch::Tensor& sequence_starts) override;

@@ -11,6 +11,7 @@ class ProbeModelImpl : public SequenceModelImpl {
  public:
   explicit ProbeModelImpl(Mixer mixer);
   torch::Tensor forward(const torch::Tensor& inputs) override;
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
   const Mixer& mixer() const { return mixer_; }
 
  private:

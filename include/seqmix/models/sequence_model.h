@@ -1,14 +1,19 @@
 #pragma once
 // What the trainer needs of a model: inputs -> outputs, and its size.
+#include <c10/core/SymIntArrayRef.h>
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <vector>
 
 namespace seqmix {
 
 class SequenceModelImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  // The shape forward returns for inputs of shape `inputs`, without running it: torch.compile's fake kernel asks,
+  // with symbolic sizes (src/python/modules.cpp). forward_packed returns the same shape.
+  virtual std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const = 0;
   // Packed rows: inputs [B,T,...] whose sequence_starts [B,T] (bool) marks the first token of each packed sequence
   // (every row's first token begins one too); each sequence is modelled as if it were alone. The default refuses.
   virtual torch::Tensor forward_packed(const torch::Tensor& inputs, const torch::Tensor& sequence_starts);

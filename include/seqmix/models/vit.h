@@ -16,6 +16,7 @@ class VitImpl : public SequenceModelImpl {
   // stack: input_features = pixels per patch, max_len = patches; classes = the task's output_features.
   VitImpl(LanguageModelOptions stack, int64_t classes);
   torch::Tensor forward(const torch::Tensor& inputs) override;  // [B,patches,pixels] -> logits [B,classes]
+  std::vector<c10::SymInt> output_shape(c10::SymIntArrayRef inputs) const override;
   torch::Tensor auxiliary_loss() const override { return stack_->auxiliary_loss(); }
 
  private:

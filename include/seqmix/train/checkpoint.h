@@ -30,8 +30,9 @@ struct TrainerState {
 
 // Steps of the complete checkpoints in run_dir, ascending.
 std::vector<int64_t> list_checkpoints(const std::string& run_dir);
+// model_record (JSON, TrainConfig::model_record), when given, goes into the checkpoint's record as "model".
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::AdamW& optimizer,
-                     const TrainerState& state, int64_t keep_last);
+                     const TrainerState& state, int64_t keep_last, const std::string& model_record = "");
 // Loads the checkpoint at `step` (the latest when step < 0) into model, optimizer and state and
 // restores the RNG. Returns false when the run has no checkpoint; throws Error when the checkpoint is
 // corrupt, truncated or does not fit the model (nothing is modified on disk).

@@ -47,6 +47,9 @@ struct TrainConfig {
   // the optimizer state stay float32 either way.
   Precision precision = Precision::fp32;
   std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
+  // The model's construction as JSON (its spec, mixers and sizes: Python's seqmix.Model arguments), written into
+  // every checkpoint record so that a model can be rebuilt from a run without its task (the pip package does).
+  std::string model_record;
   // Data parallel over the communicator's ranks (null: one process). batch_size stays the global batch:
   // rank r takes rows [r b, (r+1) b) of every batch, b = batch_size / world size, and gradients are averaged
   // over the ranks, so the run follows one process's trajectory with the same batch and resumes with any

@@ -38,7 +38,8 @@ void check_same_float_dtype(const char* op, std::initializer_list<at::Tensor> te
 }
 
 void check_positive(const char* op, const char* name, const at::Tensor& t) {
-  if (!t.defined() || t.numel() == 0 || t.is_meta() || t.unsafeGetTensorImpl()->is_python_dispatch()) return;
+  // Fake and meta tensors hold no values (and may have symbolic sizes): only real ones are read.
+  if (!t.defined() || t.is_meta() || t.unsafeGetTensorImpl()->is_python_dispatch() || t.numel() == 0) return;
   at::NoGradGuard no_grad;
   const at::Tensor values = t.detach();
   if ((values > 0).all().item<bool>()) return;

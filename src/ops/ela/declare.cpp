@@ -28,7 +28,9 @@ std::vector<BadCall> ela_bad_calls();
 namespace {
 
 // key_max as the decode ops pass it: empty ([0]) for the kernels without one (all but hadamard_exp).
-at::Tensor empty_as_undefined(const at::Tensor& key_max) { return key_max.numel() == 0 ? at::Tensor() : key_max; }
+at::Tensor empty_as_undefined(const at::Tensor& key_max) {
+  return key_max.sym_numel() == 0 ? at::Tensor() : key_max;  // symbolic under torch.compile
+}
 at::Tensor undefined_as_empty(const at::Tensor& key_max, const at::Tensor& like) {
   return key_max.defined() ? key_max : at::empty({0}, like.options());
 }

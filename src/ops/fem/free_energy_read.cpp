@@ -37,13 +37,14 @@ FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& b
   TORCH_CHECK(v.dim() == 3 || v.dim() == 4, op, ": v must be [B,T,H,dv] or [B,T,C] (got ", v.sizes(), ")");
   TORCH_CHECK(cap > 0 && cap <= kMaxConstantShiftCap, op, ": cap must be in (0, ", kMaxConstantShiftCap, "] (got ",
               cap, ")");
-  const auto channel_shape = v.sizes().slice(2);  // [H,dv] or [C]
-  const int64_t channels = c10::multiply_integers(channel_shape);
-  TORCH_CHECK(beta.numel() == channels, op, ": beta must have ", channels, " entries, one per value channel (got ",
-              beta.sizes(), ")");
-  const FemValues flat = native::fem_scale_values(v.flatten(2), beta.reshape({channels}), cap);
-  const FemValues values{flat.clipped.view(v.sizes()), flat.scaled.view(v.sizes())};
-  return fem_free_energy_read(values, beta.reshape(channel_shape), at::scalar_tensor(cap, at::kDouble), {}, at::kDouble,
+  // Sizes as SymInts: the Meta kernel runs this code under torch.compile with symbolic shapes.
+  const auto channel_shape = v.sym_sizes().slice(2);  // [H,dv] or [C]
+  const c10::SymInt channels = c10::multiply_integers(channel_shape);
+  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(channels), op, ": beta must have ", channels,
+                  " entries, one per value channel (got ", beta.sym_sizes(), ")");
+  const FemValues flat = native::fem_scale_values(v.flatten(2), beta.reshape_symint({channels}), cap);
+  const FemValues values{flat.clipped.view_symint(v.sym_sizes()), flat.scaled.view_symint(v.sym_sizes())};
+  return fem_free_energy_read(values, beta.reshape_symint(channel_shape), at::scalar_tensor(cap, at::kDouble), {}, at::kDouble,
                               read);
 }
 

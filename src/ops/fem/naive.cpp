@@ -14,10 +14,12 @@ FemValues native::fem_scale_values(const at::Tensor& v, const at::Tensor& beta, 
   TORCH_CHECK(v.defined() && v.dim() >= 1, "fem_scale_values: v must have a channel axis [...,C] (got ",
               v.defined() ? "a scalar" : "none", ")");
   TORCH_CHECK(beta.defined(), "fem_scale_values: beta is missing (expected one entry per value channel)");
-  TORCH_CHECK(beta.numel() == v.size(-1), "fem_scale_values: beta must have one entry per value channel (got ",
-              beta.numel(), " for ", v.size(-1), " channels)");
+  // Sizes as SymInts: the Meta kernel runs this code under torch.compile with symbolic shapes.
+  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(v.sym_size(-1)),
+                  "fem_scale_values: beta must have one entry per value channel (got ", beta.sym_numel(), " for ",
+                  v.sym_size(-1), " channels)");
   check_positive("fem_scale_values", "beta", beta);
-  const auto b = beta.reshape({v.size(-1)});
+  const auto b = beta.reshape_symint({v.sym_size(-1)});
   at::Tensor clipped = v;
   if (cap > 0) {
     const auto limit = cap / b;
@@ -30,12 +32,14 @@ at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::T
   const char* op = "fem_restore";
   TORCH_CHECK(z.defined() && z.dim() >= 1, op, ": z must have a channel axis [...,C] (got ",
               z.defined() ? "a scalar" : "none", ")");
-  TORCH_CHECK(beta.defined() && beta.numel() == z.size(-1), op, ": beta must have one entry per channel (got ",
-              beta.defined() ? beta.numel() : 0, " for ", z.size(-1), " channels)");
-  TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sizes(), z.sizes()), op, ": shift must broadcast to z ",
-              z.sizes(), " (got ", shift.defined() ? shift.sizes() : at::IntArrayRef{}, ")");
+  TORCH_CHECK(beta.defined(), op, ": beta is missing (expected one entry per channel)");
+  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(z.sym_size(-1)), op, ": beta must have one entry per channel (got ",
+                  beta.sym_numel(), " for ", z.sym_size(-1), " channels)");
+  TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sym_sizes(), z.sym_sizes()), op,
+              ": shift must broadcast to z ", z.sym_sizes(), " (got ", shift.defined() ? shift.sym_sizes() : c10::SymIntArrayRef{},
+              ")");
   check_positive(op, "beta", beta);
-  return (z.log() + shift) / beta.reshape({z.size(-1)});
+  return (z.log() + shift) / beta.reshape_symint({z.sym_size(-1)});
 }
 
 FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
@@ -47,9 +51,9 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
   TORCH_CHECK(cap >= 0, op, ": cap must be >= 0 (got ", cap, ")");
   check_key_mask(op, key_mask, k.size(0), k.size(1));
   check_scale(op, scale);
-  TORCH_CHECK(beta.numel() == v.size(2) * v.size(3), op, ": beta must have H*dv = ", v.size(2) * v.size(3),
-              " entries (got ", beta.numel(), ")");
-  const auto b = beta.reshape({v.size(2), v.size(3)});
+  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(v.sym_size(2) * v.sym_size(3)), op, ": beta must have H*dv = ",
+                  v.sym_size(2) * v.sym_size(3), " entries (got ", beta.sym_numel(), ")");
+  const auto b = beta.reshape_symint({v.sym_size(2), v.sym_size(3)});
   const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
   const auto values = native::fem_scale_values(in.v.flatten(2), beta.reshape({-1}), cap);
   const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
