@@ -17,5 +17,6 @@ void add_plot_command(CLI::App& app, Action& action);
 void add_mad_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_generate_command(CLI::App& app, Action& action);
+void add_verify_command(CLI::App& app, Action& action);
 
 }  // namespace seqmix::cli

@@ -18,6 +18,7 @@ from .modules import *  # noqa: F401,F403
 from .modules import __all__ as _module_names
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _op_names
+from .verify import Report, verify, verify_mixer
 
 try:
     load_library()
@@ -27,4 +28,4 @@ except ImportError:
 __version__ = project_version()
 
 __all__ = ["build_info", "library_path", "load_library", "CheckpointError", "checkpoint_steps", "load_checkpoint",
-           "model_state", "read_safetensors"] + list(_module_names) + list(_op_names)
+           "model_state", "read_safetensors", "Report", "verify", "verify_mixer"] + list(_module_names) + list(_op_names)

@@ -183,13 +183,17 @@ torch::Tensor FemImpl::combine(const torch::Tensor& mu, const torch::Tensor& fre
   return output ? output(merge_heads(y)) : merge_heads(y);
 }
 
-torch::Tensor FemImpl::run(const torch::Tensor& x, const torch::Tensor& mask) {
-  check_input(x);
+torch::Tensor FemImpl::run(const torch::Tensor& input, const torch::Tensor& mask) {
+  check_input(input);
   if (mask.defined())
-    TORCH_CHECK(mask.scalar_type() == torch::kBool && mask.dim() == 2 && mask.size(0) == x.size(0) &&
-                    mask.size(1) == x.size(1),
-                "mixer fem: padding mask must be bool [B,T] = [", x.size(0), ",", x.size(1), "] (got ",
+    TORCH_CHECK(mask.scalar_type() == torch::kBool && mask.dim() == 2 && mask.size(0) == input.size(0) &&
+                    mask.size(1) == input.size(1),
+                "mixer fem: padding mask must be bool [B,T] = [", input.size(0), ",", input.size(1), "] (got ",
                 mask.scalar_type(), " ", mask.sizes(), ")");
+  // What a padded position holds never matters (the mask keeps it out of every support): zeroed here, so that a
+  // NaN or inf there cannot reach a real output through a product with a zero weight (with padding before the
+  // real tokens it did; seqmix verify's padding certificate found it).
+  const torch::Tensor x = mask.defined() ? input.masked_fill(mask.logical_not().unsqueeze(-1), 0) : input;
   if (options_.lse && options_.cap == 0 && is_causal()) {
     // Without the cap the shift is each query's causal running max: the streaming form computes it exactly.
     auto state = init_state(x.size(0));
