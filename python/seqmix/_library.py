@@ -72,4 +72,7 @@ def project_version():
             return found.group(1)
     except OSError:
         pass
-    return build_info()["version"]
+    try:
+        return build_info()["version"]
+    except ImportError:  # no library: the checkpoint reader still works, and says the version it cannot know
+        return "unknown"

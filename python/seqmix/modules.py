@@ -113,6 +113,10 @@ class _Bound(torch.nn.Module):
     def _construction(self):
         raise NotImplementedError
 
+    def __copy__(self):
+        raise TypeError(f"{type(self).__name__} copies only deeply (copy.deepcopy): a shallow copy would share the "
+                        "original's parameters with a second C++ module")
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_bound")
@@ -328,8 +332,11 @@ class _SentencePieceTokenizer:
 
     def __init__(self, path: str):
         self.path = path
+        self._loaded = None
 
     def _processor(self):
+        if self._loaded is not None:
+            return self._loaded
         if not os.path.exists(self.path):
             raise RuntimeError(f"this run has no tokenizer ({self.path} does not exist: not a text run)")
         try:
@@ -337,7 +344,8 @@ class _SentencePieceTokenizer:
         except ImportError:
             raise RuntimeError("reading a text run's tokenizer without seqmix's run library needs the sentencepiece "
                                "package (pip install sentencepiece)") from None
-        return sentencepiece.SentencePieceProcessor(model_file=self.path)
+        self._loaded = sentencepiece.SentencePieceProcessor(model_file=self.path)
+        return self._loaded
 
     def encode(self, text: str) -> List[int]:
         return list(self._processor().encode(text))

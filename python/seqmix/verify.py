@@ -38,7 +38,7 @@ CERTIFICATES = {
     "deterministic": "two runs from the same seed give bitwise equal outputs and gradients",
     "dtypes": "as a bf16 and an fp16 module, outputs within 8 eps of the dtype of float32 on the same rounded "
               "weights and inputs (relative to the output scale)",
-    "cuda": "on a GPU, outputs and gradients equal the CPU's (1e-4 of the scale)",
+    "cuda": "on a GPU, outputs and input gradients equal the CPU's (1e-4 of the scale)",
 }
 
 CAUSAL_NONFINITE_TOL, DECODE_TOL, PACKED_TOL, REFERENCE_TOL, DTYPE_EPS, CUDA_TOL = 1e-12, 1e-9, 1e-9, 1e-4, 8.0, 1e-4
@@ -122,6 +122,15 @@ def _size(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.nan_to_num(d, nan=math.inf).max()) if d.numel() else 0.0
 
 
+def _worst(a: torch.Tensor, b: torch.Tensor, where: torch.Tensor):
+    """(index, size) of the largest difference of a and b among the positions `where` marks (NaN counts as inf)."""
+    d = torch.nan_to_num((a.double() - b.double()).abs(), nan=math.inf, posinf=math.inf)
+    d = torch.where(where, d, torch.zeros_like(d))
+    flat = int(d.flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), d.shape))
+    return index, float(d.flatten()[flat])
+
+
 def _scale(t: torch.Tensor) -> float:
     finite = t[torch.isfinite(t)]
     return max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
@@ -163,6 +172,11 @@ class _Subject:
         g = torch.Generator().manual_seed(self.seed)
         return torch.randn(batch or self.batch, length or self.length, self.dim, generator=g).to(dtype)
 
+    def noise(self, like: torch.Tensor, salt: int) -> torch.Tensor:
+        """Seeded values for a perturbation (3 x standard normal), the same on every run."""
+        g = torch.Generator().manual_seed(self.seed * 1000003 + salt)
+        return torch.randn(like.shape, generator=g, dtype=like.dtype) * 3
+
 
 # ---- the certificates -------------------------------------------------------------------------------------------
 
@@ -175,7 +189,7 @@ def _causal(s: _Subject) -> Certificate:
         y = f(x)
         worst = None
         for t in range(1, s.length):
-            for label, value in (("a new value", torch.randn_like(x[:, t]) * 3), ("NaN", math.nan), ("inf", math.inf)):
+            for label, value in (("a new value", s.noise(x[:, t], t)), ("NaN", math.nan), ("inf", math.inf)):
                 x2 = x.clone()
                 x2[:, t] = value
                 before, ref = f(x2)[:, :t], y[:, :t]
@@ -183,8 +197,8 @@ def _causal(s: _Subject) -> Certificate:
                 if label != "a new value":  # a NaN or inf may change the rounding of the past, never more
                     moved &= ~((before - ref).abs() <= CAUSAL_NONFINITE_TOL * _scale(ref))
                 if moved.any():
-                    s_pos = int(moved.nonzero()[0, 1])
-                    size = _size(before, ref)
+                    index, size = _worst(before, ref, moved)
+                    s_pos = index[1]
                     if worst is None or size > worst[0]:
                         worst = (size, f"token {t} set to {label} moved output {s_pos} by {size:.3g}")
     if worst:
@@ -210,8 +224,8 @@ def _decode(s: _Subject) -> Certificate:
         full = f(x)
         state = s.init_state(f, s.batch)
         outs, t = [], 0
-        if s.prefill is not None:
-            for end in (min(3, s.length), min(7, s.length)):
+        if s.prefill is not None:  # two chunks, leaving at least two tokens to the steps
+            for end in (min(3, s.length - 2), min(7, s.length - 2)):
                 if end > t:
                     outs.append(s.prefill(f, x[:, t:end], state))
                     t = end
@@ -227,21 +241,34 @@ def _decode(s: _Subject) -> Certificate:
     return Certificate("decode", "pass")
 
 
+def _named_gradients(module, grads) -> Dict[str, Optional[torch.Tensor]]:
+    return dict(zip([n for n, p in module.named_parameters() if p.requires_grad and p.is_floating_point()], grads))
+
+
 def _reference(s: _Subject) -> Certificate:
     if s.reference is None:
         return Certificate("fused=naive", "n/a", "one implementation")
     x = s.inputs()
-    ref_y, ref_gx, ref_gp = _run(_copy(s.reference, torch.float64), x)
+    reference = _copy(s.reference, torch.float64)
+    ref_y, ref_gx, ref_gp = _run(reference, x)
+    ref_named = _named_gradients(reference, ref_gp)
     for label, impl in s.implementations():
-        y, gx, gp = _run(_copy(impl, torch.float32), x.float())
-        scale = _scale(ref_y)
+        module = _copy(impl, torch.float32)
+        y, gx, gp = _run(module, x.float())
+        named = _named_gradients(module, gp)
         checks = [("output", y, ref_y), ("input gradient", gx, ref_gx)]
-        checks += [(f"gradient of parameter {i}", a, b) for i, (a, b) in enumerate(zip(gp, ref_gp))
-                   if a is not None and b is not None]
+        if set(named) == set(ref_named):  # the same parameters: every gradient, a missing one as zero
+            for name, b in ref_named.items():
+                a = named[name]
+                if a is None and b is None:
+                    continue
+                like = a if a is not None else b
+                checks.append((f"gradient of {name}", torch.zeros_like(like) if a is None else a,
+                               torch.zeros_like(like) if b is None else b))
         for what, a, b in checks:
-            size = _size(a, b)
-            if size > REFERENCE_TOL * max(scale, _scale(b)):
-                return Certificate("fused=naive", "fail", f"{label}: {what} {size:.3g} from the reference")
+            index, size = _worst(a, b, torch.ones_like(b, dtype=torch.bool))
+            if size > REFERENCE_TOL * max(_scale(ref_y), _scale(b)):
+                return Certificate("fused=naive", "fail", f"{label}: {what} {size:.3g} from the reference at {index}")
     return Certificate("fused=naive", "pass")
 
 
@@ -255,12 +282,12 @@ def _packed(s: _Subject) -> Certificate:
     with torch.no_grad():
         packed = f(x, cu_seqlens=cu)
         alone = torch.cat([f(x[:, int(a):int(b)]) for a, b in zip(cu[:-1], cu[1:])], 1)
-    bad = (packed - alone).abs() > PACKED_TOL * _scale(alone)
+    bad = ((packed - alone).abs() > PACKED_TOL * _scale(alone)) | _differs(packed.isnan(), alone.isnan())
     if bad.any():
-        t = int(bad.nonzero()[0, 1])
+        index, size = _worst(packed, alone, bad)
+        t = index[1]
         seq = int((cu[1:] <= t).sum())
-        return Certificate("packed", "fail", f"sequence {seq} (packed position {t}) is {_size(packed, alone):.3g} from "
-                                             "itself alone")
+        return Certificate("packed", "fail", f"sequence {seq} (packed position {t}) is {size:.3g} from itself alone")
     return Certificate("packed", "pass")
 
 
@@ -279,12 +306,22 @@ def _padding(s: _Subject) -> Certificate:
             x2[~mask] = fill
             outs.append(f(x2, padding_mask=mask))
     for other in outs[1:]:
-        moved = _differs(other[mask], outs[0][mask])
+        moved = _differs(other, outs[0]) & mask.unsqueeze(-1)
         if moved.any():
-            return Certificate("padding", "fail", f"a padded position's value moved a real output by "
-                                                  f"{_size(other[mask], outs[0][mask]):.3g}")
+            (b, t, _), size = _worst(other, outs[0], moved)
+            return Certificate("padding", "fail", f"a padded position's value moved the real output at sample {b}, "
+                                                  f"position {t} by {size:.3g}")
     if not torch.isfinite(outs[0][mask]).all():
         return Certificate("padding", "fail", "NaN or inf at padded positions reached a real output")
+    # and the real tokens read as if alone (padding holds no place in the sequence)
+    with torch.no_grad():
+        for b in range(s.batch):
+            real = x[b:b + 1, mask[b]]
+            alone, padded = f(real), outs[0][b:b + 1, mask[b]]
+            if _size(alone, padded) > PACKED_TOL * _scale(alone):
+                (_, t, _), size = _worst(padded, alone, torch.ones_like(alone, dtype=torch.bool))
+                return Certificate("padding", "fail", f"sample {b}'s real tokens read {size:.3g} from themselves alone "
+                                                      f"(real position {t})")
     return Certificate("padding", "pass")
 
 
@@ -306,11 +343,13 @@ def _batch(s: _Subject) -> Certificate:
         y = f(x)
         for label, value in (("a new value", None), ("NaN", math.nan)):
             x2 = x.clone()
-            x2[0] = torch.randn_like(x[0]) * 3 if value is None else value
+            x2[0] = s.noise(x[0], 0) if value is None else value
             others = f(x2)[1:]
-            if _differs(others, y[1:]).any():
-                return Certificate("batch", "fail", f"sample 0 set to {label} moved sample 1 by "
-                                                    f"{_size(others, y[1:]):.3g}")
+            moved = _differs(others, y[1:])
+            if moved.any():
+                (j, t, _), size = _worst(others, y[1:], moved)
+                return Certificate("batch", "fail", f"sample 0 set to {label} moved sample {j + 1} (position {t}) by "
+                                                    f"{size:.3g}")
     x = x.clone().requires_grad_(True)
     (g,) = torch.autograd.grad(f(x)[1:].sum(), x)
     if _differs(g[0], torch.zeros_like(g[0])).any():
@@ -403,19 +442,23 @@ def verify(module: torch.nn.Module, dim: int, *, causal: bool = True,
     padding_mask= (bool [B,T], True at real tokens).
     reference: a module to hold `module` to, or implementations {label: module} to hold to `reference` (the
     reference runs in float64, the others in float32). only: the certificates to run (default all).
-    The module is never changed: each certificate works on a deep copy, in eval mode."""
+    The module is never changed: each certificate works on a deep copy, in eval mode (determinism in the module's
+    own mode), and the global random generator is left as it was."""
     unknown = set(only or ()) - set(CERTIFICATES)
     if unknown:
         raise ValueError(f"seqmix.verify: unknown certificate(s) {sorted(unknown)}; known: {list(CERTIFICATES)}")
     if dim < 1 or batch < 2 or length < 2:
         raise ValueError(f"seqmix.verify: dim must be >= 1, batch and length >= 2 (got {dim}, {batch}, {length})")
+    if implementations and reference is None:
+        raise ValueError("seqmix.verify: implementations= needs the reference= to hold them to")
     subject = _Subject(module, dim, causal, init_state, step, prefill, packed, masked, reference, batch, length, seed,
                        name or type(module).__name__)
     impls = dict(implementations or {})
     if reference is not None and not impls:
         impls = {"module": module}
     subject.implementations = lambda: list(impls.items())
-    return _certify(subject, only)
+    with torch.random.fork_rng():  # the certificates seed what they draw; the caller's generator is left alone
+        return _certify(subject, only)
 
 
 def verify_mixer(spec: str, dim: int = 32, max_len: int = 64, *, length: int = 12, seed: int = 0,
@@ -424,12 +467,18 @@ def verify_mixer(spec: str, dim: int = 32, max_len: int = 64, *, length: int = 1
     and every implementation it offers (impl=...) against impl=naive run in float64."""
     from .modules import Mixer, registry
 
-    torch.manual_seed(seed)
+    max_len = max(max_len, length + 9)  # the packed certificate's row: sequences of 3, 1, length and 5 tokens
+    with torch.random.fork_rng():  # building the mixers draws their weights: the caller's generator is left alone
+        torch.manual_seed(seed)
+        return _verify_built_mixer(Mixer, registry, spec, dim, max_len, length, seed, only)
+
+
+def _verify_built_mixer(Mixer, registry, spec, dim, max_len, length, seed, only) -> Report:
     mixer = Mixer(spec, dim, max_len)
     name = spec.split(":")[0]
     entry = next((m for m in registry()["mixers"] if m["name"] == name), None)
     impl_option = next((o for o in entry["options"] if o["key"] == "impl"), None) if entry else None
-    impls = [i for i in impl_option["type"].split("|") if i not in ("auto", "torch")] if impl_option else []
+    impls = [i for i in impl_option["type"].split("|") if i != "auto"] if impl_option else []
     reference, implementations = None, {}
     if "naive" in impls and len(impls) > 1:
         def variant(impl):

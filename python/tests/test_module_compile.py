@@ -160,6 +160,31 @@ class ModulesCompile(unittest.TestCase):
         for name, want in eager[3].items():
             torch.testing.assert_close(compiled[3][name], want, atol=1e-5, rtol=1e-5)
 
+    def test_compiled_steps_under_autocast_read_the_updated_weights(self):
+        """Training steps compiled under bf16 autocast, the backward (the recompute) outside it, as a training loop
+        runs them: every step's loss equals the eager loop's, so each forward reads the weights of the last update."""
+        def losses(compiled):
+            torch.manual_seed(0)
+            net = Net(seqmix.Mixer("gla:heads=2", DIM, MAX_LEN), DIM)
+            step = torch.compile(net, backend="aot_eager", fullgraph=True) if compiled else net
+            opt = torch.optim.SGD(net.parameters(), lr=0.5)
+            x = torch.randn(2, T, DIM)
+            out = []
+            for _ in range(4):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    _, loss = step(x)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                out.append(loss.item())
+            return out
+
+        torch._dynamo.reset()
+        eager, compiled = losses(False), losses(True)
+        self.assertEqual(len(set(eager)), 4)  # the weights move
+        for a, b in zip(compiled, eager):
+            self.assertAlmostEqual(a, b, delta=1e-5 * abs(b))
+
     def test_autocast_compiles_with_eager_dtypes(self):
         """Under bf16 autocast the compiled forward casts as eager does: same output dtype, same values."""
         nets = [("mixer " + spec, Net(seqmix.Mixer(spec, DIM, MAX_LEN), DIM), torch.randn(2, T, DIM))
@@ -215,6 +240,11 @@ class ModulesCopy(unittest.TestCase):
             for how, make in (("pickle", lambda m: pickle.loads(pickle.dumps(m))), ("deepcopy", copy.deepcopy)):
                 with self.subTest(kind=kind, how=how):
                     self.assert_same_module(module, make(module), x)
+
+    def test_a_shallow_copy_is_refused(self):
+        module = seqmix.Mixer("gla:heads=2", DIM, MAX_LEN)
+        with self.assertRaisesRegex(TypeError, "copies only deeply"):
+            copy.copy(module)
 
     def test_torch_save_and_load_a_whole_module(self):
         module = seqmix.LanguageModel(vocab_size=20, mixers=["gla:heads=2"], dim=DIM).eval()

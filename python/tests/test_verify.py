@@ -98,6 +98,39 @@ class LeakyPadding(Linear):
         return self.w(x.cumsum(1))
 
 
+class HalfLeakyPadding(Linear):
+    """Pads scaled by a half instead of removed: a finite leak, caught by comparing real outputs bitwise."""
+
+    def forward(self, x, padding_mask=None, **kwargs):
+        if padding_mask is not None:
+            x = torch.where(padding_mask.unsqueeze(-1), x, 0.5 * torch.nan_to_num(x, nan=0.0, posinf=0.0))
+        return self.w(x.cumsum(1))
+
+
+class IgnoresBoundaries(Linear):
+    """A running sum that reads cu_seqlens but sums across the sequence boundaries."""
+
+    def forward(self, x, cu_seqlens=None, **kwargs):
+        return self.w(x.cumsum(1))
+
+
+class WrongWeightGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        return grad @ weight, 2 * (grad.flatten(0, -2).t() @ x.flatten(0, -2))  # the weight's is twice too large
+
+
+class BadWeightKernel(Linear):
+    def forward(self, x, **kwargs):
+        return WrongWeightGradient.apply(x, self.w.weight) + self.w.bias
+
+
 _calls = [0]
 
 
@@ -131,7 +164,8 @@ class Verify(unittest.TestCase):
         return row
 
     def test_a_look_ahead_fails_causality_naming_the_leak(self):
-        row = self.assert_caught(seqmix.verify(LookAhead(), DIM), "causal", "token", "moved output")
+        row = self.assert_caught(seqmix.verify(LookAhead(), DIM), "causal", "token 1 set to NaN", "moved output 0",
+                                 "by inf")
         # token t+1 leaks into output t: the detail names the output one before the token
         detail = row["causal"].detail.split()
         token, output = int(detail[1]), int(detail[detail.index("output") + 1])
@@ -159,6 +193,31 @@ class Verify(unittest.TestCase):
 
     def test_leaking_padding_fails_padding(self):
         self.assert_caught(seqmix.verify(LeakyPadding(), DIM, masked=True), "padding")
+
+    def test_a_finite_padding_leak_fails_padding_naming_the_position(self):
+        self.assert_caught(seqmix.verify(HalfLeakyPadding(), DIM, masked=True), "padding", "moved the real output at "
+                           "sample")
+
+    def test_ignoring_sequence_boundaries_fails_packed(self):
+        self.assert_caught(seqmix.verify(IgnoresBoundaries(), DIM, packed=True), "packed", "from itself alone")
+
+    def test_a_wrong_parameter_gradient_fails_fused_naive(self):
+        row = self.assert_caught(seqmix.verify(BadWeightKernel(), DIM, reference=Linear()), "fused=naive",
+                                 "gradient of w.weight")
+        self.assertEqual(row["gradcheck"].status, "pass")  # the input gradient is right
+
+    def test_implementations_need_a_reference(self):
+        with self.assertRaisesRegex(ValueError, "needs the reference"):
+            seqmix.verify(Linear(), DIM, implementations={"fast": Linear()})
+
+    def test_the_callers_random_state_is_left_alone(self):
+        module = Noisy()  # (its constructor seeds)
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        seqmix.verify(module, DIM, only=["causal", "batch", "deterministic"])
+        seqmix.verify_mixer("softmax:heads=2", dim=16, only=["causal"])
+        torch.testing.assert_close(torch.rand(3), expected, atol=0, rtol=0)
 
     def test_nondeterminism_fails_determinism(self):
         self.assert_caught(seqmix.verify(Noisy(), DIM, only=["deterministic"]), "deterministic", "differs")

@@ -81,6 +81,7 @@ struct BoundModule : torch::CustomClassHolder {
  private:
   // output_dtype's answers by (inputs, autocast or Undefined, parameters' dtype).
   std::map<std::tuple<at::ScalarType, at::ScalarType, at::ScalarType>, at::ScalarType> output_dtypes_;
+  std::mutex output_dtypes_mutex_;
 };
 
 // The forms of a bound module's forward the module operators call (python/seqmix/modules.py passes them).
@@ -318,8 +319,12 @@ class AutocastScope {
     if (dtype) at::autocast::set_autocast_dtype(device, *dtype);
   }
   ~AutocastScope() {
+    const bool opened = !was_enabled_ && at::autocast::is_autocast_enabled(device_);
     at::autocast::set_autocast_enabled(device_, was_enabled_);
     at::autocast::set_autocast_dtype(device_, was_dtype_);
+    // As leaving torch.autocast does: the casts of weights cached in the scope (the backward's recompute runs
+    // outside the user's autocast) must not outlive it, or the next step would read weights from before its update.
+    if (opened) at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -338,6 +343,7 @@ at::ScalarType BoundModule::output_dtype(at::ScalarType inputs, c10::optional<at
       break;
     }
   const auto key = std::make_tuple(inputs, autocast.has_value() ? *autocast : at::ScalarType::Undefined, parameters);
+  std::lock_guard<std::mutex> lock(output_dtypes_mutex_);
   if (const auto found = output_dtypes_.find(key); found != output_dtypes_.end()) return found->second;
   // The probe: one sample through the real forward, drawing nothing from the generator. (Called by Python before
   // tracing, python/seqmix/_compile.py: inside a fake kernel the fake-tensor mode would take the probe over.)
