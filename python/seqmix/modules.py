@@ -244,29 +244,22 @@ class Model(_AddsLoss, _Decodes, _Bound):
         Packed sequences (the lm model): inputs [1,N] with cu_seqlens (int64 [S+1] offsets), or rows [B,T] with
         sequence_starts (bool [B,T], true at each sequence's first token; every row's first token begins one, as
         in a text task's pack=1 batches). Each sequence is read as if alone, its positions from 0."""
-        if cu_seqlens is not None and torch.compiler.is_compiling():
-            if sequence_starts is not None:
-                raise ValueError("Model.forward: give cu_seqlens or sequence_starts, not both")
-            # Traced: the same starts without reading cu_seqlens' values (the C++ forward checks the starts).
-            n = inputs.size(1)
-            starts = torch.zeros(n + 1, dtype=torch.bool, device=inputs.device)
-            sequence_starts = starts.index_fill(0, cu_seqlens[:-1], True)[:n].unsqueeze(0)
-            cu_seqlens = None
         if cu_seqlens is not None:
             if sequence_starts is not None:
                 raise ValueError("Model.forward: give cu_seqlens or sequence_starts, not both")
-            if inputs.dim() < 2 or inputs.size(0) != 1:
-                raise ValueError(f"Model.forward: packed inputs with cu_seqlens must be [1,N,...] (got "
-                                 f"{tuple(inputs.shape)})")
-            if cu_seqlens.dtype != torch.int64 or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
-                raise ValueError("Model.forward: cu_seqlens must be int64 [S+1]")
             n = inputs.size(1)
-            if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n or bool((cu_seqlens.diff() < 0).any()):
-                raise ValueError(f"Model.forward: cu_seqlens must rise from 0 to the packed length {n} (got "
-                                 f"{cu_seqlens.tolist()[:8]}...)")
-            sequence_starts = torch.zeros(1, n, dtype=torch.bool)
-            begins = cu_seqlens[:-1]
-            sequence_starts[0, begins[begins < n]] = True
+            if not torch.compiler.is_compiling():  # the checks read the offsets' values, which a trace does not
+                if inputs.dim() < 2 or inputs.size(0) != 1:
+                    raise ValueError(f"Model.forward: packed inputs with cu_seqlens must be [1,N,...] (got "
+                                     f"{tuple(inputs.shape)})")
+                if cu_seqlens.dtype != torch.int64 or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
+                    raise ValueError("Model.forward: cu_seqlens must be int64 [S+1]")
+                if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != n or bool((cu_seqlens.diff() < 0).any()):
+                    raise ValueError(f"Model.forward: cu_seqlens must rise from 0 to the packed length {n} (got "
+                                     f"{cu_seqlens.tolist()[:8]}...)")
+            # True at each sequence's first token; an empty sequence's offset n lands in the extra slot cut off.
+            starts = torch.zeros(n + 1, dtype=torch.bool, device=inputs.device)
+            sequence_starts = starts.index_fill(0, cu_seqlens[:-1], True)[:n].unsqueeze(0)
         if sequence_starts is not None:
             return self._call(inputs, sequence_starts, _compile.PACKED,
                               lambda: self._bound.forward_packed(inputs, sequence_starts))
