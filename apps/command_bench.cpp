@@ -27,6 +27,7 @@
 #include "seqmix/io/spec.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/train/benchmark.h"
+#include "seqmix/train/device.h"
 
 namespace seqmix::cli {
 namespace {
@@ -40,6 +41,7 @@ struct BenchArgs {
   std::string nproc;         // --nproc 1,2: data-parallel training of the --model mixer at each world size
   bool child_dist = false;   // a worker of one of those jobs (started by bench itself)
   std::string child_result;  // where rank 0 of that job writes its timings (JSON)
+  std::string device = "cpu";  // cuda: the GPU table of bench/gpu_bench.py
 };
 
 // One (op or mixer, impl, dtype) to time: impl is "fused", "naive", "torch" or "" (a mixer without the option, a
@@ -550,7 +552,23 @@ int run_data_parallel_bench(const BenchArgs& a, const BenchPlan& plan) {
   return 0;
 }
 
+// --device cuda: the GPU benchmark table (bench/gpu_bench.py: seqmix's ops against PyTorch's SDPA and the naive
+// twins, timed with CUDA events), which has its own fixed cases; an option that would choose other cases is refused
+// rather than ignored.
+[[noreturn]] void run_gpu_bench(const BenchArgs& a) {
+  parse_device(a.device, "--device");  // a GPU this build or machine lacks is one line here
+  const BenchArgs plain;
+  if (!a.op.empty() || !a.model.empty() || !a.configs.empty() || !a.shape.empty() || !a.impl.empty() ||
+      !a.nproc.empty() || a.dtype != plain.dtype || a.repeats != plain.repeats || a.warmup != plain.warmup)
+    throw Error("--device " + a.device + " prints the GPU table of bench/gpu_bench.py (its ops, shapes and bf16 are "
+                "fixed); drop --op, --model, --config, --shape, --impl, --dtype, --repeats, --warmup and --nproc");
+  std::vector<std::string> arguments = {SEQMIX_GPU_BENCH};
+  if (a.json) arguments.insert(arguments.end(), {"--json", "-"});
+  exec_project_python("seqmix bench --device " + a.device, arguments);
+}
+
 int run_bench(const BenchArgs& a) {
+  if (a.device != "cpu") run_gpu_bench(a);
   const BenchPlan plan = make_plan(a);
   set_threads(a.threads);
   if (a.child_case) return run_child_case(a, plan);
@@ -593,6 +611,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_option("--repeats", a->repeats, "timed runs (the median is reported)")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "untimed runs first")->capture_default_str();
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--device", a->device,
+                  "cpu (default), or cuda / cuda:N: the GPU table (bench/gpu_bench.py: seqmix's ops against "
+                  "PyTorch's SDPA and the naive twins, bf16, CUDA events; docs/gpu.md)");
   sub->add_option("--nproc", a->nproc,
                   "with --model: time data-parallel training steps with each of these process counts, e.g. 1,2 "
                   "(docs/distributed.md)");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "seqmix/train/device.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix::cli {
@@ -15,6 +16,7 @@ void add_eval_command(CLI::App& app, Action& action) {
     int64_t step = -1;
     bool json = false;
     int threads = 0;
+    std::string device = "cpu";
   };
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("eval", "re-evaluate a run's checkpoint on its test set");
@@ -29,10 +31,12 @@ void add_eval_command(CLI::App& app, Action& action) {
                   "fashion_mnist run on the test images instead of its validation split");
   sub->add_flag("--json", a->json, "print one JSON object");
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--device", a->device, "cpu (default), cuda or cuda:N: where the model and the test batches live");
   sub->callback([&action, a] {
     action = [a] {
+      parse_device(a->device, "--device");
       int64_t step = 0;
-      Run run = load_run(a->run, a->threads, a->step, step, a->weights, a->task_options);
+      Run run = load_run(a->run, a->threads, a->step, step, a->weights, a->task_options, a->device);
       const Metrics m = evaluate(*run.model, *run.task, nullptr, run.train.precision);
       if (a->json) {
         nlohmann::json j = {{"run", a->run}};

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "seqmix/train/device.h"
 #include "seqmix/io/atomic_file.h"
 #include "seqmix/io/error.h"
 #include "seqmix/io/runtime.h"
@@ -22,6 +23,7 @@ struct GenerateArgs {
   double temperature = 1.0;
   uint64_t seed = 0;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -35,8 +37,9 @@ int run_generate(const GenerateArgs& a) {
     throw Error("--tokens " + std::to_string(a.tokens) + " with --samples " + std::to_string(a.samples) +
                 ": the samples would not fit in this machine's memory");
   if (a.top_k < 0) throw Error("--top-k must be >= 0 (0 = the whole vocabulary)");
+  parse_device(a.device, "--device");
   int64_t step = 0;
-  Run run = load_run(a.run, a.threads, a.step, step);
+  Run run = load_run(a.run, a.threads, a.step, step, "", {}, a.device);
   const auto* text = dynamic_cast<const TextTask*>(run.task.get());
   if (!text) throw Error("generate needs a run of the text task; " + a.run + " trained on " + run.task->name());
   auto model = std::dynamic_pointer_cast<LanguageModelImpl>(run.model);
@@ -46,14 +49,14 @@ int run_generate(const GenerateArgs& a) {
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
   const auto ids = text->tokenizer().encode(prompt);
   if (ids.empty()) throw Error("the prompt is empty; give at least one character");
-  auto prompt_tokens = torch::tensor(ids, torch::kLong).unsqueeze(0).repeat({a.samples, 1});
+  auto prompt_tokens = torch::tensor(ids, torch::kLong).unsqueeze(0).repeat({a.samples, 1}).to(run.train.device);
   Sampling sampling;
   sampling.temperature = a.temperature;
   sampling.top_k = a.top_k;
   sampling.seed = a.seed;
   const auto out = [&] {
-    const AutocastGuard autocast(run.train.precision);  // decode as the run trained (train.dtype)
-    return model->generate(prompt_tokens, a.tokens, sampling);
+    const AutocastGuard autocast(run.train.precision, run.train.device.type());  // decode as the run trained
+    return model->generate(prompt_tokens, a.tokens, sampling).cpu();
   }();
   for (int64_t s = 0; s < a.samples; ++s) {
     auto row = out[s].contiguous();
@@ -80,6 +83,7 @@ void add_generate_command(CLI::App& app, Action& action) {
   sub->add_option("--samples", a->samples, "independent samples of the same prompt (default 1)");
   sub->add_option("--seed", a->seed, "sampling seed (default 0)");
   sub->add_option("--threads", a->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--device", a->device, "cpu (default), cuda or cuda:N: where the model decodes");
   sub->callback([&action, a] { action = [a] { return run_generate(*a); }; });
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "seqmix/train/device.h"
 #include "seqmix/train/mad.h"
 
 namespace seqmix::cli {
@@ -15,6 +16,7 @@ void add_mad_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--out", o->out_dir, "output directory (finished runs in it are reused)")->required();
   sub->add_option("--threads", o->threads, "intra-op threads (0 = all hardware threads)");
+  sub->add_option("--device", o->device, "cpu (default), cuda or cuda:N: where every run trains");
   auto* seed = sub->add_option("--seed", o->seed, "seed of the model initialisation")->capture_default_str();
   sub->add_option("--seeds", o->seeds,
                   "several model seeds, comma-separated (e.g. 12345,1,2): each seed's table, then the mean ± sample "
@@ -30,6 +32,7 @@ void add_mad_command(CLI::App& app, Action& action) {
                 "train nothing: tabulate the runs already finished in --out (a dash marks a task with an unfinished run)");
   sub->callback([&action, o] {
     action = [o] {
+      parse_device(o->device, "--device");  // before any run folder is made
       const auto rows = run_mad(*o);
       std::printf("\n%s", mad_table_markdown(rows, o->tasks.empty() ? mad_task_names() : o->tasks).c_str());
       if (o->max_steps > 0)

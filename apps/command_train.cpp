@@ -75,13 +75,15 @@ Config run_configuration(TrainArgs& a, std::string& dir) {
   if (!a.resume.empty()) {
     if (!a.match_params.empty()) throw Error("--match-params sizes a new run; a resumed run keeps its config.yaml");
     bool only_threads_and_steps = true;
-    for (const auto& [key, value] : a.flag_values) only_threads_and_steps &= key == "threads" || key == "train.steps";
+    for (const auto& [key, value] : a.flag_values)
+      only_threads_and_steps &= key == "threads" || key == "train.steps" || key == "device";
     if (!a.config_file.empty() || !a.overrides.empty() || !a.mixers.empty() || !a.out.empty() || !only_threads_and_steps)
-      throw Error("--resume continues a run as it was configured (its config.yaml); only --threads and --steps "
-                  "(to extend it) may be given");
+      throw Error("--resume continues a run as it was configured (its config.yaml); only --threads, --device and "
+                  "--steps (to extend it) may be given");
     // A text run's saved tokenizer.model is read back, not trained again.
     Config config = run_directory_config(a.resume, " to resume from");
     if (a.flag_values.count("threads")) config.set("threads", a.flag_values.at("threads"), "command line");
+    if (a.flag_values.count("device")) config.set("device", a.flag_values.at("device"), "command line");
     if (a.flag_values.count("train.steps")) config.set("train.steps", a.flag_values.at("train.steps"), "--steps");
     dir = a.resume;
     return config;
@@ -355,6 +357,7 @@ void add_train_command(CLI::App& app, Action& action) {
        "start a new run from the weights of a run's latest checkpoint (RUN, or RUN@STEP) or of a safetensors "
        "weights file; not its optimizer state, step or random numbers"},
       {"--threads", "threads", "intra-op threads (0 = all hardware threads)"},
+      {"--device", "device", "cpu (default), cuda or cuda:N: where the model, optimizer state and batches live"},
       {"--dtype", "train.dtype",
        "fp32, or bf16: forward passes under bfloat16 autocast; weights, optimizer state and checkpoints stay fp32"},
   };

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace seqmix::cli {
 
@@ -18,5 +20,10 @@ void add_mad_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_generate_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
+
+// Replaces this process with the project's Python running python_arguments (e.g. {"-m", "seqmix", "verify", ...})
+// on this checkout's package and this build's library (apps/python_program.cpp); throws Error naming `command` when
+// it cannot.
+[[noreturn]] void exec_project_python(const std::string& command, const std::vector<std::string>& python_arguments);
 
 }  // namespace seqmix::cli

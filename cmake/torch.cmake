@@ -25,13 +25,48 @@ if(SEQMIX_TORCH_VERSION VERSION_LESS 2.7)
   message(FATAL_ERROR "seqmix: needs torch 2.7 or later (C++11 ABI); ${SEQMIX_PYTHON} has ${SEQMIX_TORCH_VERSION}")
 endif()
 list(PREPEND CMAKE_PREFIX_PATH ${SEQMIX_TORCH_CMAKE_PREFIX})
+# The GPUs seqmix's CUDA code is compiled for: Ampere (sm_80) and Hopper (sm_90), the ones it is tested on. Torch's
+# CUDA config reads this list (it ignores CMAKE_CUDA_ARCHITECTURES); TORCH_CUDA_ARCH_LIST in the environment wins.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
 find_package(Torch REQUIRED)
 message(STATUS "seqmix: LibTorch ${SEQMIX_TORCH_VERSION} from ${TORCH_INSTALL_PREFIX}")
-# The CPU half of LibTorch: ATen, autograd, the C++ frontend, c10d with Gloo. PyPI's torch is a CUDA build;
-# linking `torch` would pull its CUDA libraries in as direct dependencies, which nothing here uses.
+# LibTorch's CPU half (ATen, autograd, the C++ frontend, c10d with Gloo), and with SEQMIX_CUDA its CUDA half:
+# libtorch_cuda registers ATen's CUDA kernels when it loads, so tensors can live on a GPU. It is linked though no
+# symbol of it is referenced (as torch's own target does), and as a library only: seqmix's C++ sources compile
+# with the same flags either way; the few that use CUDA's runtime API say so (seqmix_cuda_source).
+# CUDA support: on when this torch is a CUDA build and CUDA's compiler is found (both hold for PyPI's Linux torch on
+# a machine with the CUDA toolkit, GPU or not); off, seqmix is CPU-only and says so (`seqmix info`, --device cuda).
+if(TARGET torch_cuda_library AND CMAKE_CUDA_COMPILER)
+  set(SEQMIX_CUDA_DEFAULT ON)
+else()
+  set(SEQMIX_CUDA_DEFAULT OFF)
+endif()
+option(SEQMIX_CUDA "Build seqmix's CUDA support (needs a CUDA build of torch and nvcc)" ${SEQMIX_CUDA_DEFAULT})
+if(SEQMIX_CUDA AND NOT TARGET torch_cuda_library)
+  message(FATAL_ERROR "seqmix: SEQMIX_CUDA=ON needs a CUDA build of torch; ${SEQMIX_PYTHON}'s torch is CPU-only")
+endif()
 add_library(seqmix_torch INTERFACE)
 target_include_directories(seqmix_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_link_libraries(seqmix_torch INTERFACE torch_cpu_library c10)
+if(SEQMIX_CUDA)
+  target_link_libraries(seqmix_torch INTERFACE "-Wl,--no-as-needed,$<TARGET_FILE:torch_cuda>,$<TARGET_FILE:c10_cuda> -Wl,--as-needed")
+  message(STATUS "seqmix: CUDA support on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${TORCH_CUDA_ARCH_LIST})")
+else()
+  message(STATUS "seqmix: CUDA support off (a CUDA build of torch: ${CAFFE2_USE_CUDA}; nvcc: ${CMAKE_CUDA_COMPILER})")
+endif()
+# A C++ source that calls CUDA's runtime API under #if SEQMIX_CUDA (and compiles without it when CUDA is off). Its
+# flags differ from its target's, so it parses its few headers itself rather than the precompiled LibTorch.
+function(seqmix_cuda_source source)
+  set_property(SOURCE ${source} PROPERTY SKIP_PRECOMPILE_HEADERS ON)
+  if(SEQMIX_CUDA)
+    set_property(SOURCE ${source} APPEND PROPERTY COMPILE_DEFINITIONS SEQMIX_CUDA=1)
+    set_property(SOURCE ${source} APPEND PROPERTY INCLUDE_DIRECTORIES ${CUDAToolkit_INCLUDE_DIRS})
+  else()
+    set_property(SOURCE ${source} APPEND PROPERTY COMPILE_DEFINITIONS SEQMIX_CUDA=0)
+  endif()
+endfunction()
 # at::parallel_for is an OpenMP pragma in ATen's headers: without -fopenmp in our code it runs serially. One
 # OpenMP runtime per process: the libgomp that ships beside libtorch_cpu, not the compiler's.
 find_package(OpenMP REQUIRED)

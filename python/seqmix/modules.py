@@ -93,15 +93,33 @@ class _Bound(torch.nn.Module):
         return self
 
     def _apply(self, fn, recurse=True):
-        # nn.Module converts a parameter in place (param.data = ...) but replaces a buffer: write each new buffer
-        # back into the C++ module's tensor, so the C++ layers keep reading what Python holds.
+        # nn.Module converts a parameter in place (param.data = ...) where it can, and replaces a buffer: write each
+        # new tensor back into the C++ module's own, so the C++ layers keep reading what Python holds (.to(dtype),
+        # .to("cuda")). A device whose tensors cannot replace a CPU tensor's data in place (meta) is refused: the C++
+        # module would go on reading the old tensors; that is found on an empty slice before anything moves.
+        first = next(iter(self._bound.named_parameters()[1]), None)
+        if first is not None:
+            probe = fn(first.detach().flatten()[:0])
+            if not torch._has_compatible_shallow_copy_type(first, probe):
+                raise TypeError(f"{type(self).__name__}: seqmix modules live on the CPU or a CUDA GPU; they cannot move "
+                                f"from {first.device} to {probe.device}")
         super()._apply(fn, recurse)
-        for name, tensor in zip(*self._bound.named_buffers()):
-            owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
-            converted = owner._buffers[leaf]
-            if converted is not tensor:
-                tensor.data = converted
-                owner._buffers[leaf] = tensor
+        for names_tensors, table in ((self._bound.named_parameters(), "_parameters"),
+                                     (self._bound.named_buffers(), "_buffers")):
+            for name, tensor in zip(*names_tensors):
+                owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
+                converted = getattr(owner, table)[leaf]
+                if converted is tensor:
+                    continue
+                if not torch._has_compatible_shallow_copy_type(tensor, converted):
+                    raise TypeError(f"{type(self).__name__}: seqmix modules live on the CPU or a CUDA GPU; a tensor "
+                                    f"cannot move from {tensor.device} to {converted.device} ({name})")
+                with torch.no_grad():
+                    tensor.data = converted.data
+                if table == "_parameters":
+                    tensor.__class__ = torch.nn.Parameter
+                    tensor.requires_grad_(converted.requires_grad)
+                getattr(owner, table)[leaf] = tensor
         return self
 
     def extra_repr(self) -> str:
@@ -353,12 +371,22 @@ class Run:
     """A trained run: run.model (a seqmix.Model holding the checkpoint's weights), run.tokenizer (text runs),
     run.generate(prompt), run.evaluate() (the test-set loss, computed here as `seqmix eval` computes it)."""
 
-    def __init__(self, path: str, step: Optional[int] = None):
+    def __init__(self, path: str, step: Optional[int] = None, device=None):
         self.path = str(path)
+        self._init(step)
+        if device is not None:
+            self.model.to(device)  # checkpoints are read on the CPU, whatever device wrote them
+
+    @property
+    def device(self) -> torch.device:
+        """Where the run's model lives (load_run's device, or where .model.to() moved it)."""
+        return next(self.model.parameters()).device
+
+    def _init(self, step: Optional[int]) -> None:
         if not build_info()["runs"]:
             self._from_record(step)
             return
-        self._bound = _classes().Run(str(path), -1 if step is None else int(step))
+        self._bound = _classes().Run(self.path, -1 if step is None else int(step))
         self.step = self._bound.step()
         self.task = self._bound.task()
         model = self._bound.model()
@@ -413,7 +441,7 @@ class Run:
         size = self._bound.eval_batch_size()
         total, count = 0.0, 0
         for begin in range(0, inputs.shape[0], size):
-            x, y = inputs[begin:begin + size], targets[begin:begin + size]
+            x, y = inputs[begin:begin + size].to(self.device), targets[begin:begin + size].to(self.device)
             total += self.loss(self.model(x), x, y).item() * x.shape[0]
             count += x.shape[0]
         self.model.train(was_training)
@@ -426,10 +454,11 @@ class Run:
 
     def generate(self, prompt: str, tokens: int = 200, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:
         """The prompt and its continuation, as `seqmix generate --run ... --prompt ...` prints it."""
-        ids = torch.tensor([self.tokenizer.encode(prompt)], dtype=torch.long)
-        return self.tokenizer.decode(self.model.generate(ids, tokens, temperature, top_k, seed)[0])
+        ids = torch.tensor([self.tokenizer.encode(prompt)], dtype=torch.long, device=self.device)
+        return self.tokenizer.decode(self.model.generate(ids, tokens, temperature, top_k, seed)[0].cpu())
 
 
-def load_run(path: str, step: Optional[int] = None) -> Run:
-    """The run a `seqmix train` directory holds, with the weights of its latest checkpoint (or the one at step)."""
-    return Run(path, step)
+def load_run(path: str, step: Optional[int] = None, device=None) -> Run:
+    """The run a `seqmix train` directory holds, with the weights of its latest checkpoint (or the one at step), on
+    `device` ("cpu", "cuda", a torch.device; default the CPU) whatever device trained it."""
+    return Run(path, step, device)

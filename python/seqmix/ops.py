@@ -1,9 +1,11 @@
 """Typed wrappers of torch.ops.seqmix.*: the seqmix ops with autograd (the fused kernels' hand-written backward,
-or ATen's for the naive twins). Tensors are float32 or float64 on the CPU, or bfloat16/float16 (computed in
-float32, returned in the input's dtype; decode states keep theirs). Shapes use B batch, T queries,
-S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value width, C channels, N states.
-`impl` is "fused" (the default) or "naive" (the readable twin the tests hold the fused kernel to); attention also
-takes "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics).
+or ATen's for the naive twins). Tensors are float32 or float64, or bfloat16/float16 (computed in float32, returned
+in the input's dtype; decode states keep theirs), on the CPU or a CUDA GPU, all of one call on one device.
+Shapes use B batch, T queries, S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value
+width, C channels, N states. `impl` is "auto" (the default: the fastest implementation the inputs' device has),
+"fused" (the CPU kernel), "naive" (the readable ATen twin the tests hold the others to, on every device) or, for
+attention, "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics);
+`seqmix.op_table()` lists each op's implementations per device.
 """
 import json
 from typing import List, Optional, Tuple
@@ -21,7 +23,7 @@ def _seqmix_ops():
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: Optional[float] = None,
-              key_mask: Optional[Tensor] = None, impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
+              key_mask: Optional[Tensor] = None, impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """Softmax attention softmax_j(scale q_t . k_j) v_j (flash-style when fused: no T x S matrix).
 
     q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv]. scale defaults to 1/sqrt(dk); causal lets query t
@@ -40,18 +42,19 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, eps: fl
 
 def fem_softmax_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, causal: bool = True,
                      scale: Optional[float] = None, key_mask: Optional[Tensor] = None,
-                     impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                     impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The Free Energy Mixer's read under the softmax prior p = softmax(scale q k^T): (mean, free_energy).
 
     mean = E_p[clip(v)], free_energy = (1/beta) log E_p[exp(beta clip(v))] per channel, clip to |beta v| <= cap.
     q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv], beta [H*dv] or [H,dv] > 0 -> two [B,T,H,dv]. The fused kernel
-    takes cap <= 40 in float32 (any cap in (0, 43] in float64). cu_seqlens packs sequences (each read alone, once
+    takes cap <= 40 in float32 (any cap in (0, 43] in float64); impl="torch" (auto's choice on a GPU) is one
+    scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads. cu_seqlens packs sequences (each read alone, once
     per sequence: eager only)."""
     return _seqmix_ops().fem_softmax_read(q, k, v, beta, cap, causal, scale, key_mask, impl, cu_seqlens)
 
 
 def fem_linear_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, causal: bool = True,
-                    impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                    impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features):
     (mean, free_energy), computed as the FEM layer does (one read of [clip(v), exp(beta clip(v) - cap)] in
     float64). q, k [B,T,H,dk], v [B,T,H,dv], beta [H*dv] -> two [B,T,H,dv]. cu_seqlens packs sequences as in
@@ -60,7 +63,7 @@ def fem_linear_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float = 
 
 
 def fem_gla_read(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, cap: float = 40.0,
-                 impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                 impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and
     step, causal). q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] or [B,T,H,dk] <= 0, beta [H*dv] ->
     (mean, free_energy) [B,T,H,dv]. cu_seqlens packs sequences as in gla."""
@@ -68,7 +71,7 @@ def fem_gla_read(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tenso
 
 
 def fem_aft_read(k: Tensor, v: Tensor, beta: Tensor, cap: float = 40.0, mask: Optional[Tensor] = None,
-                 impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                 impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
     k, v [B,T,C], beta [C], mask [B,T] bool (True = real token) -> (mean, free_energy) [B,T,C]. cu_seqlens packs
     sequences as in aft."""
@@ -93,7 +96,7 @@ def _with_state(numerator, normaliser, kv, k_sum, output_final_state):
     return (numerator, normaliser, (kv, k_sum)) if output_final_state else (numerator, normaliser)
 
 
-def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, impl: str = "fused",
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, impl: str = "auto",
                      scale: Optional[float] = None, initial_state: Optional[Tuple[Tensor, Tensor]] = None,
                      output_final_state: bool = False, cu_seqlens: Optional[Tensor] = None):
     """Linear attention's (numerator, normaliser): sum_j (q_t . k_j) v_j and sum_j q_t . k_j over j <= t
@@ -108,7 +111,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, impl:
                                                        cu_seqlens), output_final_state)
 
 
-def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused", scale: Optional[float] = None,
+def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "auto", scale: Optional[float] = None,
         initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False,
         cu_seqlens: Optional[Tensor] = None):
     """Gated linear attention's (numerator, normaliser): S_t = diag(exp(a_t)) S_{t-1} + k_t v_t^T, numerator
@@ -121,7 +124,7 @@ def gla(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, impl: str = "fused",
                                           cu_seqlens), output_final_state)
 
 
-def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive", scale: Optional[float] = None,
+def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "auto", scale: Optional[float] = None,
                initial_state: Optional[Tuple[Tensor, Tensor]] = None, output_final_state: bool = False,
                cu_seqlens: Optional[Tensor] = None):
     """The delta rule's (numerator, normaliser): S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, numerator
@@ -134,7 +137,7 @@ def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, impl: str = "naive
                                                  cu_seqlens), output_final_state)
 
 
-def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused",
+def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "auto",
         initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False,
         cu_seqlens: Optional[Tensor] = None):
     """AFT's (numerator, normaliser) per channel: sum_{i<=t} exp(k_i - m_t) v_i and sum_{i<=t} exp(k_i - m_t),
@@ -150,7 +153,7 @@ def aft(k: Tensor, v: Tensor, mask: Optional[Tensor] = None, impl: str = "fused"
     return (numerator, normaliser, tuple(state)) if output_final_state else (numerator, normaliser)
 
 
-def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "fused",
+def ssm_scan(u: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, impl: str = "auto",
              initial_state: Optional[Tensor] = None, output_final_state: bool = False,
              cu_seqlens: Optional[Tensor] = None):
     """Diagonal selective scan: h_t = exp(delta_t A) h_{t-1} + delta_t b_t u_t, y_t = sum_n c_t[n] h_t[:, n].
@@ -167,7 +170,7 @@ def normalised_read(numerator: Tensor, normaliser: Tensor, eps: float) -> Tensor
 
 
 def ela(q: Tensor, k: Tensor, v: Tensor, kernel: str = "hadamard_exp", causal: bool = True, eps: float = 1e-8,
-        impl: str = "fused", scale: Optional[float] = None,
+        impl: str = "auto", scale: Optional[float] = None,
         initial_state: Optional[Tuple[Tensor, Tensor, Tensor]] = None, output_final_state: bool = False,
         cu_seqlens: Optional[Tensor] = None):
     """Exact Linear Attention: sum_j K(q_t, k_j) v_j / sum_j K(q_t, k_j) in O(T) through the kernel's exact
@@ -187,7 +190,7 @@ def hypermlp_read(q: Tensor, k: Tensor, v: Tensor, s1: Optional[Tensor] = None,
                   mixing1: Optional[Tuple[Tensor, Tensor, Tensor]] = None, s2: Optional[Tensor] = None,
                   mixing2: Optional[Tuple[Tensor, Tensor, Tensor]] = None, activation: str = "relu",
                   layout: str = "lag", eps: float = 1e-12, scale: float = 1.0, block: int = 256,
-                  impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
+                  impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """HyperMLP's read: attention as a two-layer MLP over the context with diagonal-plus-low-rank (DPLR) mixing
     along the sequence before (s1, mixing1) and after (s2, mixing2) the activation (relu, glu or softmax).
 
@@ -202,7 +205,7 @@ def hypermlp_read(q: Tensor, k: Tensor, v: Tensor, s1: Optional[Tensor] = None,
 
 
 def mha2nd1st_read(q: Tensor, k: Tensor, temperature: Tensor, bias_scale: Tensor, causal: bool = True,
-                   impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
+                   impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """MHA2nd1st's read u + c Cov_p(k) u, u = q - E_p[k], p_j = softmax_j(-(||q - k_j||^2) / (2 T_h)).
     q [B,T,H,d], k [B,S,H,d], temperature [H] > 0, bias_scale [H] -> [B,T,H,d]. "naive" forms Cov_p(k).
     cu_seqlens packs sequences (each read alone: eager only)."""
@@ -210,7 +213,7 @@ def mha2nd1st_read(q: Tensor, k: Tensor, temperature: Tensor, bias_scale: Tensor
 
 
 def light2nd1st_read(q: Tensor, k: Tensor, v: Tensor, scale: float, tau: Tensor, causal: bool = True,
-                     impl: str = "fused", cu_seqlens: Optional[Tensor] = None) -> Tensor:
+                     impl: str = "auto", cu_seqlens: Optional[Tensor] = None) -> Tensor:
     """LightMHA2nd1st's read vbar + tau Cov_p(v) vbar, vbar = E_p[v], p = softmax(scale q k^T).
     q, k [B,*,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]. "naive" forms Cov_p(v). cu_seqlens packs sequences
     (each read alone: eager only)."""
@@ -218,7 +221,7 @@ def light2nd1st_read(q: Tensor, k: Tensor, v: Tensor, scale: float, tau: Tensor,
 
 
 def fem_ssm_read(v: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, beta: Tensor,
-                 D: Optional[Tensor] = None, cap: float = 40.0, impl: str = "fused",
+                 D: Optional[Tensor] = None, cap: float = 40.0, impl: str = "auto",
                  cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The FEM read under the selective-SSM prior, per channel: weights are the scan's impulse response,
     normalised by the scan of ones (with the skip D u in both, as the FEM layer reads it).
@@ -230,9 +233,10 @@ def fem_ssm_read(v: Tensor, delta: Tensor, A: Tensor, b: Tensor, c: Tensor, beta
 # ---- decode: one position at a time, the state in and the updated state out ------------------------------
 
 def linear_attention_initial_state(batch: int, heads: int, dk: int, dv: int,
-                                   dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor]:
+                                   dtype: Optional[torch.dtype] = None,
+                                   device: Optional[torch.device] = None) -> Tuple[Tensor, Tensor]:
     """Empty causal state (kv [B,H,dk,dv], k_sum [B,H,dk]) of linear_attention_step and gla_step."""
-    return _seqmix_ops().linear_attention_initial_state(batch, heads, dk, dv, dtype)
+    return _seqmix_ops().linear_attention_initial_state(batch, heads, dk, dv, dtype, device)
 
 
 def linear_attention_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor]):
@@ -254,9 +258,10 @@ def delta_rule_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, beta_t: Tensor, state
     return numerator, normaliser, (kv, k_sum)
 
 
-def aft_initial_state(batch: int, channels: int, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor, Tensor]:
+def aft_initial_state(batch: int, channels: int, dtype: Optional[torch.dtype] = None,
+                      device: Optional[torch.device] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Empty AFT state: running numerator, normaliser [B,C] and key maximum [B,C] (-1e30)."""
-    return _seqmix_ops().aft_initial_state(batch, channels, dtype)
+    return _seqmix_ops().aft_initial_state(batch, channels, dtype, device)
 
 
 def aft_step(k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor, Tensor], mask_t: Optional[Tensor] = None):
@@ -265,9 +270,10 @@ def aft_step(k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor, Tensor], mas
     return numerator, normaliser, tuple(next_state)
 
 
-def ssm_initial_state(batch: int, channels: int, states: int, dtype: Optional[torch.dtype] = None) -> Tensor:
+def ssm_initial_state(batch: int, channels: int, states: int, dtype: Optional[torch.dtype] = None,
+                      device: Optional[torch.device] = None) -> Tensor:
     """Empty selective-scan state h [B,C,N] (zeros)."""
-    return torch.zeros(batch, channels, states, dtype=dtype or torch.float32)
+    return torch.zeros(batch, channels, states, dtype=dtype or torch.float32, device=device)
 
 
 def ssm_step(u_t: Tensor, delta_t: Tensor, A: Tensor, b_t: Tensor, c_t: Tensor, state: Tensor):
@@ -276,10 +282,11 @@ def ssm_step(u_t: Tensor, delta_t: Tensor, A: Tensor, b_t: Tensor, c_t: Tensor, 
 
 
 def ela_initial_state(batch: int, heads: int, dk: int, dv: int, kernel: str = "hadamard_exp",
-                      dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor, Tensor]:
+                      dtype: Optional[torch.dtype] = None,
+                      device: Optional[torch.device] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Empty ELA state (kv [B,H,F,dv], k_sum [B,H,F], key_max [B,H,dk] for hadamard_exp, else empty [0]),
     F the kernel's feature width: nothing grows with the sequence."""
-    return _seqmix_ops().ela_initial_state(batch, heads, dk, dv, kernel, dtype)
+    return _seqmix_ops().ela_initial_state(batch, heads, dk, dv, kernel, dtype, device)
 
 
 def ela_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor, Tensor],
@@ -291,7 +298,8 @@ def ela_step(q_t: Tensor, k_t: Tensor, v_t: Tensor, state: Tuple[Tensor, Tensor,
 
 def op_table() -> dict:
     """The op table (each op family's src/ops/<family>/declare.cpp): {"families": [{"name", "torch_ops": [{"name",
-    "impls"}], "bench_cases"}]}; impls is empty for an operator without an `impl` argument."""
+    "impls", "impls_on": {"cpu": [...], "cuda": [...]}}], "bench_cases"}]}; impls is empty for an operator without
+    an `impl` argument, and impls_on says which of them run on each device ("auto" picks fused, then torch, then naive among them)."""
     return json.loads(_seqmix_ops().op_table())
 
 

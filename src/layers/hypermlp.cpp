@@ -109,7 +109,7 @@ HyperMlpImpl::Projected HyperMlpImpl::project(const torch::Tensor& x, const torc
 
 torch::Tensor HyperMlpImpl::read(const Projected& p, const torch::Tensor& k, const torch::Tensor& v) {
   return ops::hypermlp_read(p.q, k, v, p.s1, mix1, p.s2, mix2, read_options_,
-                            options_.dense ? ops::Impl::naive : ops::Impl::fused);
+                            options_.dense ? ops::Impl::naive : ops::Impl::automatic);
 }
 
 torch::Tensor HyperMlpImpl::output(const torch::Tensor& read, const torch::Tensor& x) {

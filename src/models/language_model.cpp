@@ -203,6 +203,8 @@ torch::Tensor LanguageModelImpl::forward_packed(const torch::Tensor& inputs, con
                   sequence_starts.size(1) == inputs.size(1) && sequence_starts.scalar_type() == torch::kBool,
               "model: sequence_starts must be bool [B,T] = [", inputs.size(0), ",", inputs.size(1), "] (got ",
               sequence_starts.scalar_type(), " ", sequence_starts.sizes(), ")");
+  TORCH_CHECK(sequence_starts.device() == inputs.device(), "model: sequence_starts must be on the inputs' device, ",
+              inputs.device(), " (got ", sequence_starts.device(), ")");
   const int64_t B = inputs.size(0), T = inputs.size(1);
   if (B * T == 0) return forward(inputs);
   const auto cu_seqlens = cu_seqlens_of_starts(sequence_starts);
@@ -277,7 +279,8 @@ torch::Tensor LanguageModelImpl::generate(const torch::Tensor& prompt, int64_t n
         auto kth = std::get<0>(logits.topk(sampling.top_k, -1)).select(-1, sampling.top_k - 1).unsqueeze(-1);
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
       }
-      next = torch::multinomial(torch::softmax(logits, -1), 1, false, gen).squeeze(-1);
+      // Drawn on the CPU with the seeded CPU generator, so a seed gives the same text on every device.
+      next = torch::multinomial(torch::softmax(logits, -1).cpu(), 1, false, gen).squeeze(-1).to(last.device());
     }
     out.push_back(next.unsqueeze(1));
     if (i + 1 < new_tokens) last = step(next, state);

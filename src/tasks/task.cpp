@@ -9,6 +9,11 @@ Batch Batch::rows(int64_t begin, int64_t end) const {
   return {part(inputs), part(targets), part(sequence_starts)};
 }
 
+Batch Batch::to(const c10::Device& device) const {
+  const auto moved = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return {moved(inputs), moved(targets), moved(sequence_starts)};
+}
+
 Batch Batch::select(const at::Tensor& indices) const {
   const auto part = [&](const at::Tensor& t) { return t.defined() ? t.index_select(0, indices) : t; };
   return {part(inputs), part(targets), part(sequence_starts)};

@@ -82,7 +82,7 @@ void BenchCase::check_finite(const std::string& what) const {
 
 BenchCase make_op_case(const std::string& op, const std::string& impl, const OpShape& shape, Precision precision) {
   const ops::BenchCaseDeclaration& declaration = ops::bench_case(op);
-  const ops::Impl chosen = ops::check_impl(ops::parse_impl(impl), declaration.impls, op);
+  const ops::Impl chosen = ops::check_impl(ops::parse_impl(impl), declaration.impls, op, c10::Device(c10::kCPU));
   torch::manual_seed(0);
   ops::OpCase inputs = declaration.make(chosen, shape);
   // In place, so the case's forward, which holds the same tensors, reads them in bfloat16.

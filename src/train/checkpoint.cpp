@@ -351,8 +351,9 @@ bool load_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
       const std::string base = c.optimizer_prefix + p.key();
       if (!c.optimizer.contains(base + ".exp_avg")) continue;
       auto s = std::make_unique<torch::optim::AdamWParamState>();
-      s->exp_avg(c.optimizer.at(base + ".exp_avg").clone());
-      s->exp_avg_sq(c.optimizer.at(base + ".exp_avg_sq").clone());
+      // On the parameter's device: a checkpoint written on one device resumes on another.
+      s->exp_avg(c.optimizer.at(base + ".exp_avg").to(p.value().options(), /*non_blocking=*/false, /*copy=*/true));
+      s->exp_avg_sq(c.optimizer.at(base + ".exp_avg_sq").to(p.value().options(), false, true));
       s->step(c.optimizer.at(base + ".step").item<int64_t>());
       opt_state[optimizer_key(p.value())] = std::move(s);
     }

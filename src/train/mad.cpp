@@ -155,6 +155,7 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
       config.set("train.keep_checkpoints", "1", "mad");
     }
     config.set("threads", std::to_string(o.threads), "mad");
+    config.set("device", o.device, "--device");
     Run run = build_run(config, dir.string(), std::move(task));
     run.train.resume = resume;
     run.train.quiet = o.quiet;

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "seqmix/io/error.h"
+#include "seqmix/train/device.h"
 #include "seqmix/io/printable.h"
 #include "seqmix/io/runtime.h"
 #include "seqmix/models/model_factory.h"
@@ -29,6 +30,7 @@ std::vector<OptionInfo> run_config_schema() {
                        "start from these weights: a run folder (its latest checkpoint; RUN@STEP for another) or a "
                        "safetensors weights file (format=pt); empty: the seed's"),
       OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
+      OptionInfo::text("device", "cpu", "where the model, optimizer state and batches live: cpu, cuda or cuda:N"),
       OptionInfo::integer("train.steps", 2000, "optimizer steps", 1, 1e12),
       OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
       OptionInfo::real("train.lr", 3e-3, "peak learning rate", 0.0, 3.4e38),
@@ -132,6 +134,7 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   t.keep_checkpoints = config.integer("train.keep_checkpoints");
   t.skip_nonfinite = config.flag("train.skip_nonfinite");
   t.precision = parse_precision(config.text("train.dtype"), "train.dtype");
+  t.device = parse_device(config.text("device"), "device");
   t.init_from = config.text("init_from");
   t.out_dir = out_dir;
   t.description["model"] = run.model_spec;
@@ -167,9 +170,10 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
 }
 
 Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded, const std::string& weights,
-             const std::vector<std::string>& task_options) {
+             const std::vector<std::string>& task_options, const std::string& device) {
   Config config = run_directory_config(run_dir, "");
   config.set("threads", std::to_string(threads), "command line");
+  config.set("device", device, "--device");
   for (const std::string& assignment : task_options) {
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -181,11 +185,13 @@ Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& ste
   if (!weights.empty()) {
     load_model_weights(weights, *run.model);
     step_loaded = -1;
-    return run;
+  } else {
+    TrainerState state;
+    if (!load_checkpoint(run_dir, *run.model, nullptr, state, step))
+      throw Error("run directory " + run_dir + " has no checkpoint");
+    step_loaded = state.step;
   }
-  TrainerState state;
-  if (!load_checkpoint(run_dir, *run.model, nullptr, state, step)) throw Error("run directory " + run_dir + " has no checkpoint");
-  step_loaded = state.step;
+  run.model->to(run.train.device);
   return run;
 }
 

@@ -109,10 +109,17 @@ void check_resumable_folder(const fs::path& run_dir) {
 
 }  // namespace
 
+// Where the model's parameters live (the CPU for a model without any).
+c10::Device device_of(SequenceModelImpl& model) {
+  const auto parameters = model.parameters();
+  return parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().device();
+}
+
 torch::Tensor run_model(SequenceModelImpl& model, const torch::Tensor& inputs, const torch::Tensor& sequence_starts,
                         Precision precision) {
-  const AutocastGuard autocast(precision);
-  const auto out = model.run(inputs, sequence_starts);
+  const c10::Device device = device_of(model);
+  const AutocastGuard autocast(precision, device.type());
+  const auto out = model.run(inputs.to(device), sequence_starts.defined() ? sequence_starts.to(device) : sequence_starts);
   const auto type = out.scalar_type();
   return type == torch::kBFloat16 || type == torch::kHalf ? out.to(torch::kFloat) : out;
 }
@@ -129,7 +136,7 @@ Metrics evaluate(SequenceModelImpl& model, Task& task, dist::Communicator* commu
   // The same batches as one process, dealt round-robin: per-batch metrics (MAD's macro recall) add up alike.
   for (int64_t b = 0, index = 0; b < test.size(); b += bs, ++index) {
     if (index % world != rank) continue;
-    Batch batch = test.rows(b, std::min(test.size(), b + bs));
+    Batch batch = test.rows(b, std::min(test.size(), b + bs)).to(device_of(model));
     auto out = run_model(model, batch.inputs, batch.sequence_starts, precision);
     const double n = static_cast<double>(batch.size());
     sums.add("loss", task.loss(out, batch).item<double>() * n, n);
@@ -174,6 +181,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
   const fs::path run_dir(config.out_dir);
   const fs::path metrics_path = run_dir / "metrics.jsonl";
 
+  model.to(config.device);  // before the optimizer, whose state is made beside each parameter
   auto optimizer = make_adamw(model, config.optimizer);
   TrainerState state;
   if (config.resume) {
@@ -278,6 +286,7 @@ TrainSummary train(SequenceModelImpl& model, Task& task, const TrainConfig& conf
     set_learning_rate(*optimizer, lr);
     Batch batch = task.train_batch(step, config.batch_size);
     if (world > 1) batch = batch.rows(rank * shard, (rank + 1) * shard);
+    batch = batch.to(config.device);
     optimizer->zero_grad();
     auto out = run_model(model, batch.inputs, batch.sequence_starts, config.precision);
     auto loss = task.loss(out, batch);

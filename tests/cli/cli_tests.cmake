@@ -8,6 +8,12 @@ endfunction()
 
 seqmix_cli_error(threads_beyond_hardware "threads=1024 is more than 8 times this machine.s" train --threads 1024 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(learning_rate_beyond_float "key 'train.lr' must be >= 0 and <= 3.4e\\+38, got 1e39" train --lr 1e39 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+# Devices: an unknown name, or a GPU this machine does not have (here none; on a GPU machine no 999th), is one line
+# and no CPU run.
+seqmix_cli_error(train_unknown_device "device: unknown device 'tpu'; valid devices: cpu, cuda, cuda:N" train --device tpu --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(train_missing_gpu "device cuda:999: (no GPU is visible to this process|there is no GPU 999|this seqmix was built without CUDA support)" train --device cuda:999 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
+seqmix_cli_error(bench_missing_gpu "--device cuda:999: (no GPU is visible to this process|there is no GPU 999|this seqmix was built without CUDA support)" bench --device cuda:999)
+seqmix_cli_error(mad_unknown_device "--device: unknown device 'gpu'; valid devices: cpu, cuda, cuda:N" mad --mixer softmax --task in_context_recall --max-steps 1 --device gpu --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/mad_device)
 seqmix_cli_error(unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" train --mixer nope --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(unknown_mixer_key "mixer softmax has no option 'hedas'" train --mixer softmax:hedas=2 --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
 seqmix_cli_error(bad_option_value "option 'heads' expects an integer" train --mixer softmax:heads=many --steps 1 --out ${CMAKE_CURRENT_BINARY_DIR}/cli_runs/x)
@@ -53,7 +59,7 @@ seqmix_cli_error(plot_missing_run "metrics.jsonl does not exist" plot ${SEQMIX_C
 # Benchmarks: bad input, then a tiny run whose JSON lines carry every field.
 seqmix_cli_error(bench_unknown_op "unknown op 'nope'; valid ops: attention, fem_softmax_read, linear_attention, gla" bench --op nope --shape 1,8,2,4,4)
 seqmix_cli_error(bench_malformed_shape "--shape expects 5 positive integers B,T,H,dk,dv for --op, got '1,8,2'" bench --op gla --shape 1,8,2)
-seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: fused, naive, torch" bench --op gla --shape 1,8,2,4,4 --impl fast)
+seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: auto, fused, naive, torch" bench --op gla --shape 1,8,2,4,4 --impl fast)
 seqmix_cli_error(bench_unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" bench --model nope --shape 1,8,16)
 seqmix_cli_error(bench_conflicting_impl "--impl naive conflicts with impl=fused" bench --model gla:impl=fused --impl naive --shape 1,8,16)
 seqmix_cli_error(bench_op_and_model "exactly one of --op NAME, --model SPEC and --config FILE" bench --op gla --model gla --shape 1,8,16)
@@ -144,7 +150,7 @@ add_test(NAME cli.tiny_run_plot COMMAND $<TARGET_FILE:seqmix> plot ${SEQMIX_TINY
 add_test(NAME cli.tiny_run_resume_finished COMMAND $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --threads 1)
 add_test(NAME cli.tiny_run_refuses_overwrite COMMAND ${SEQMIX_EXPECT_ERROR} "already holds a run; continue it with --resume"
          $<TARGET_FILE:seqmix> train --steps 2 --out ${SEQMIX_TINY_RUN})
-add_test(NAME cli.tiny_run_resume_rejects_changes COMMAND ${SEQMIX_EXPECT_ERROR} "only --threads and --steps"
+add_test(NAME cli.tiny_run_resume_rejects_changes COMMAND ${SEQMIX_EXPECT_ERROR} "only --threads, --device and"
          $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --batch-size 9)
 add_test(NAME cli.tiny_run_resume_cannot_shorten COMMAND ${SEQMIX_EXPECT_ERROR} "is already at step 6; give more steps"
          $<TARGET_FILE:seqmix> train --resume ${SEQMIX_TINY_RUN} --steps 6)

@@ -79,7 +79,7 @@ TEST(Registry, UnknownNamesAndKeysAreNamedWithTheValidOnes) {
 
 TEST(Registry, ResolvedSpecSpellsOutDefaults) {
   EXPECT_EQ(resolve_mixer_spec("softmax:heads=2"),
-            "softmax:heads=2,rope=1,rope_theta=10000,bias=1,causal=1,scale=0,impl=fused");
+            "softmax:heads=2,rope=1,rope_theta=10000,bias=1,causal=1,scale=0,impl=auto");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 namespace seqmix {
 
 struct DeltaRuleOptions {
-  ops::Impl impl = ops::Impl::naive;  // the delta rule has its parallel (naive) form only
+  ops::Impl impl = ops::Impl::automatic;  // the delta rule has its parallel (naive) form only
   int64_t dim = 128;
   int64_t heads = 4;
   bool rope = false;

@@ -16,7 +16,7 @@ struct ExactKernel;
 namespace seqmix {
 
 struct ExactLinearAttentionOptions {
-  ops::Impl impl = ops::Impl::fused;  // linear form, or the explicit quadratic form (naive twin)
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the linear form, or the explicit quadratic form (naive twin)
   int64_t dim = 128;
   int64_t heads = 4;
   std::string kernel = "hadamard_exp";  // any name of ops::exact_kernel_names()

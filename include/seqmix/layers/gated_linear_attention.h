@@ -13,7 +13,7 @@ namespace seqmix {
 
 // value projection -> the gla prior's read (src/layers/priors/gla.cpp) -> output projection.
 struct GatedLinearAttentionOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
   FeatureMap feature = FeatureMap::Relu;

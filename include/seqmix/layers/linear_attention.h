@@ -10,7 +10,7 @@ namespace seqmix {
 
 // value projection -> the linear prior's read (src/layers/priors/linear.cpp) -> output projection.
 struct LinearAttentionOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t heads = 4;
   FeatureMap feature = FeatureMap::Relu;  // must be positive

@@ -87,7 +87,7 @@ struct Field {
   }
   // The implementation of the mixer's op: the choices are the implementations its op family has.
   static Field impl(ops::Impl O::*member, const ops::ImplSet& impls, std::string meaning) {
-    std::vector<std::pair<std::string, ops::Impl>> names;
+    std::vector<std::pair<std::string, ops::Impl>> names{{"auto", ops::Impl::automatic}};
     for (ops::Impl i : impls.list()) names.emplace_back(ops::impl_name(i), i);
     return choice("impl", member, names, std::move(meaning));
   }

@@ -11,7 +11,7 @@
 namespace seqmix {
 
 struct SelectiveSSMOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, or its naive twin
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
   int64_t dim = 128;
   int64_t expand = 2;
   int64_t state = 16;    // N, the state size per channel

@@ -6,7 +6,7 @@
 namespace seqmix {
 
 struct SoftmaxAttentionOptions : KVAttentionOptions {
-  ops::Impl impl = ops::Impl::fused;  // fused kernel, its naive twin, or torch's scaled_dot_product_attention
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, its naive twin, or torch's SDPA
   double scale = 0.0;  // score scale; 0 means 1/sqrt(head width)
 };
 

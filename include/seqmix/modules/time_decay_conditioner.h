@@ -17,7 +17,7 @@ namespace seqmix {
 class TimeDecayConditionerImpl : public torch::nn::Module {
  public:
   // impl: the recurrence through the fused chunked scan or the naive T x T form.
-  TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width, ops::Impl impl = ops::Impl::fused);
+  TimeDecayConditionerImpl(int64_t dim, int64_t hidden, int64_t out_width, ops::Impl impl = ops::Impl::automatic);
   // x [B,T,D], mask [B,T] bool or undefined -> c [B,T,D_c]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask = {});
   // Decode: x_t [B,D] -> c_t [B,D_c] through the scan's state h~ (GLA's layout, unit features).

@@ -48,8 +48,10 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
 
-// The softmax prior's read, fused or naive, through the dispatcher (torch.ops.seqmix.fem_softmax_read).
-constexpr ImplSet kFemSoftmaxReadImpls = kFusedAndNaive;
+// The softmax prior's read through the dispatcher (torch.ops.seqmix.fem_softmax_read): fused, naive, or torch:
+// one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
+// authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device.
+constexpr ImplSet kFemSoftmaxReadImpls{Impl::fused, Impl::naive, Impl::torch};
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
 namespace native {
@@ -72,7 +74,11 @@ FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, co
 // What the fem_<prior>_read operators compute, as the FEM layer does with a value cap: fem_free_energy_read of
 // v with the constant shift cap, in float64. v [B,T,H,dv] (per-head priors) or [B,T,C] (per-channel priors),
 // beta with one entry per value channel ([H*dv], [H,dv] or [C]), cap in (0, 43]; `read` maps the stacked values
-// [...,2W] to their normalised read. Bad arguments are errors naming `op`.
-FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read);
+// [...,2W] to their normalised read. Bad arguments are errors naming `op`. read_type float32 instead reads as the FEM
+// authors' layer does (float32-accurate unless the weight sits on values near -cap/beta, whose terms
+// p exp(u - cap) fall below float32's normal range: src/ops/fem/README.md); the fem_<prior>_read operators read in
+// float64.
+FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read,
+                        at::ScalarType read_type = at::kDouble);
 
 }  // namespace seqmix::ops

@@ -24,6 +24,7 @@ struct Batch {
   int64_t size() const { return inputs.size(0); }
   Batch rows(int64_t begin, int64_t end) const;       // examples [begin, end)
   Batch select(const at::Tensor& indices) const;      // examples by index
+  Batch to(const c10::Device& device) const;          // every tensor on `device` (the model's)
 };
 
 // Metrics accumulated over an evaluation set as (sum, weight) pairs; the value is sum / weight.

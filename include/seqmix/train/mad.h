@@ -54,6 +54,7 @@ struct MadOptions {
   std::string preset = "cpu";
   std::string out_dir;
   int threads = 0;
+  std::string device = "cpu";  // where every run trains: cpu, cuda or cuda:N
   uint64_t seed = 12345;
   std::vector<uint64_t> seeds;  // several model seeds: each one's table, then their mean ± sample std (empty: seed)
   bool quiet = false;

@@ -45,8 +45,10 @@ Config run_directory_config(const std::string& run_dir, const std::string& missi
 // those instead of a checkpoint's and step_loaded is -1. Throws Error when the directory has no config.yaml or
 // no checkpoint, or the weights are not a seqmix checkpoint of this model.
 // task_options ("KEY=VALUE", e.g. heldout=test) replace options of the run's task spec (`seqmix eval --task-option`).
+// The model is loaded onto `device` ("cpu", "cuda", "cuda:N"), whatever device the run trained on.
 Run load_run(const std::string& run_dir, int threads, int64_t step, int64_t& step_loaded,
-             const std::string& weights = "", const std::vector<std::string>& task_options = {});
+             const std::string& weights = "", const std::vector<std::string>& task_options = {},
+             const std::string& device = "cpu");
 
 // `seqmix train --match-params REF [--match-option KEY]`: sets the integer option KEY of config (model.<key>, e.g.
 // the default model.dim, or mixer.<key> on every mixer) to the value whose model's parameter count is closest to the

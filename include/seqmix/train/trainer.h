@@ -46,6 +46,9 @@ struct TrainConfig {
   // The forward passes (training and evaluation) in float32 or under bfloat16 autocast; the loss, the weights and
   // the optimizer state stay float32 either way.
   Precision precision = Precision::fp32;
+  // Where the model, its optimizer state and every batch live (config key `device`): train() moves the model there
+  // before it makes the optimizer; checkpoints are written from the CPU copies, so they resume on any device.
+  c10::Device device = c10::Device(c10::kCPU);
   std::map<std::string, std::string> description;  // extra fields for summary.json (model, mixers, ...)
   // The model's construction as JSON (its spec, mixers and sizes: Python's seqmix.Model arguments), written into
   // every checkpoint record so that a model can be rebuilt from a run without its task (the pip package does).

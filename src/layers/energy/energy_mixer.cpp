@@ -127,7 +127,7 @@ torch::Tensor EnergyMixerImpl::taylor_direction(const torch::Tensor& z, const to
   const int64_t H = options_.heads, dh = head_dim_, D = options_.dim;
   auto q = split_heads(w1(z.to(w1->weight.scalar_type())), H), k = split_heads(w2(h), H);
   auto temps = torch::full({H}, temperature_, z.options());
-  auto read = ops::mha2nd1st(q, k, temps, temps.reciprocal(), /*causal=*/true, ops::Impl::fused);  // [B,T,H,dh]
+  auto read = ops::mha2nd1st(q, k, temps, temps.reciprocal(), /*causal=*/true, ops::Impl::automatic);  // [B,T,H,dh]
   return query_preimage(w1->weight.view({H, dh, D}), read).mean(2);                             // [B,T,D]
 }
 

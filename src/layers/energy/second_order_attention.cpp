@@ -22,7 +22,7 @@ LightMha2nd1stImpl::LightMha2nd1stImpl(const SecondOrderAttentionOptions& option
 
 torch::Tensor LightMha2nd1stImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          bool causal) {
-  return ops::light2nd1st(q, k, v, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), tau, causal, ops::Impl::fused);
+  return ops::light2nd1st(q, k, v, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), tau, causal, ops::Impl::automatic);
 }
 
 Mha2nd1stImpl::Mha2nd1stImpl(const SecondOrderAttentionOptions& options)
@@ -56,7 +56,7 @@ std::pair<torch::Tensor, torch::Tensor> Mha2nd1stImpl::project(const torch::Tens
 torch::Tensor Mha2nd1stImpl::directions(const torch::Tensor& q, const torch::Tensor& keys, bool causal,
                                         int64_t offset) {
   auto scale = options_.bias_temperature_divides ? bias_temperature.reciprocal() : bias_temperature;
-  auto direction = ops::mha2nd1st(q, keys, temperature, scale, causal, ops::Impl::fused);  // u + b, [B,T,H,d_h]
+  auto direction = ops::mha2nd1st(q, keys, temperature, scale, causal, ops::Impl::automatic);  // u + b, [B,T,H,d_h]
   if (options_.rope) {  // R_t^T: rotate back by the query's own angle
     auto back = -torch::arange(offset, offset + q.size(1), q.options().dtype(torch::kLong));
     direction = apply_rotary(direction, back.unsqueeze(0).expand({q.size(0), q.size(1)}), options_.rope_theta);

@@ -117,7 +117,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (o.impl && !declared.impls.contains(*o.impl))
     throw Error("mixer fem: prior " + o.prior + " has no impl=" + ops::impl_name(*o.impl) + "; its impls: " +
                 declared.impls.names());
-  pc.impl = o.impl.value_or(declared.impls.list().front());
+  pc.impl = o.impl.value_or(ops::Impl::automatic);
   prior = register_module("prior", declared.make(pc, *this));
   if (!o.causal && !prior->supports_bidirectional())
     throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
@@ -140,7 +140,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   if (o.conditioner) {
     const int64_t hidden = o.tdc_hidden > 0 ? o.tdc_hidden : std::max<int64_t>(1, d / 16);
     const int64_t width = d + prior->modulation_width() + (o.temperature ? d : 0) + (o.gate ? d : 0);
-    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width, o.impl.value_or(ops::Impl::fused)));
+    conditioner = register_module("conditioner", TimeDecayConditioner(o.dim, hidden, width, o.impl.value_or(ops::Impl::automatic)));
   }
 }
 
@@ -205,7 +205,7 @@ torch::Tensor FemImpl::run(const torch::Tensor& input, const torch::Tensor& mask
   const auto modulation = options_.conditioner ? conditioner->forward(x, mask) : torch::Tensor();
   // Positions count real tokens only, so padding shifts no position.
   const auto positions = mask.defined() ? (mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0)
-                                        : torch::arange(x.size(1), torch::kLong).expand({x.size(0), x.size(1)});
+                                        : torch::arange(x.size(1), x.options().dtype(torch::kLong)).expand({x.size(0), x.size(1)});
   Projected p = project(x, mask, positions, modulation);
   if (!options_.lse) return combine(prior->read_in_float32(p.v, p.prior), {}, p);
 
@@ -244,7 +244,7 @@ DecodeState FemImpl::init_state(int64_t batch) const {
   FemState s;
   if (options_.conditioner) s.conditioner = conditioner->init_state(batch);
   s.prior = prior->init_state(batch, options_.lse ? 2 * head_dim_ : head_dim_);
-  s.count = torch::zeros({batch}, torch::kLong);
+  s.count = torch::zeros({batch}, beta().options().dtype(torch::kLong));  // on the layer's device
   if (options_.lse && options_.cap == 0)
     s.max = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart,
                         recurrent_state_options(prior->parameters().front().options()));

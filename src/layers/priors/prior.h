@@ -42,7 +42,7 @@ struct PriorConfig {
   int64_t ssm_state = 16;
   bool bias = true;
   bool causal = true;
-  ops::Impl impl = ops::Impl::fused;
+  ops::Impl impl = ops::Impl::automatic;
   // What the baseline mixers set differently from FEM.
   QueryKeyLayout layout = QueryKeyLayout::separate;
   bool raw_values = false;                       // packed: qkv projects q and k only (the values are the inputs)
@@ -137,7 +137,7 @@ struct PriorDeclaration {
   bool has_query_key = false;
   std::string meaning;
   Prior (*make)(const PriorConfig& config, torch::nn::Module& home);
-  ops::ImplSet impls = ops::kFusedAndNaive;  // what its op has; the first is the default
+  ops::ImplSet impls = ops::kFusedAndNaive;  // what its op has (auto picks among them per device)
 };
 
 // The key-value machinery of the softmax prior (q/k projection, cache, block prefill) with another read of its

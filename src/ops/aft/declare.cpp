@@ -12,7 +12,7 @@ namespace seqmix::ops::native {
 
 PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
               const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kAftImpls, "aft") == Impl::fused ? aft_fused(k, v, mask, cu_seqlens)
+  return check_impl(impl, kAftImpls, "aft", k.device()) == Impl::fused ? aft_fused(k, v, mask, cu_seqlens)
                                                            : aft_naive(k, v, mask, cu_seqlens);
 }
 
@@ -51,8 +51,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_step_
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> aft_initial_state_op(int64_t batch, int64_t channels,
-                                                                    c10::optional<at::ScalarType> dtype) {
-  const AftState s = aft_initial_state(batch, channels, options_of(dtype));
+                                                                    c10::optional<at::ScalarType> dtype,
+                                                                    c10::optional<at::Device> device) {
+  const AftState s = aft_initial_state(batch, channels, options_of(dtype, device));
   return {s.numerator, s.normaliser, s.key_max};
 }
 
@@ -62,7 +63,7 @@ TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::T
                            const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read");
+  const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read", k.device());
   const at::Tensor m = or_undefined(mask);
   if (m.defined()) check_aft_args("fem_aft_read", k, v, m);
   // Padding made finite before the value scaling too, whose exp would turn a NaN there into a NaN gradient.
@@ -121,7 +122,7 @@ SEQMIX_OP_FAMILY(declare_aft);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='fused', Tensor? state_numerator=None, "
+  define_op<&aft_op>(m, "aft(Tensor k, Tensor v, Tensor? mask=None, str impl='auto', Tensor? state_numerator=None, "
                         "Tensor? state_normaliser=None, Tensor? key_max=None, bool output_final_state=False, "
                         "Tensor? cu_seqlens=None) "
                         "-> (Tensor numerator, Tensor normaliser, Tensor state_numerator, Tensor state_normaliser, "
@@ -130,9 +131,10 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
                              "Tensor key_max, "
                              "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "
                              "Tensor state_normaliser, Tensor key_max)");
-  define_op_without_tensors<&aft_initial_state_op>(m, "aft_initial_state(int batch, int channels, ScalarType? dtype=None) "
+  define_op_without_tensors<&aft_initial_state_op>(m, "aft_initial_state(int batch, int channels, ScalarType? dtype=None, "
+                                                      "Device? device=None) "
                                                       "-> (Tensor state_numerator, Tensor state_normaliser, "
                                                       "Tensor key_max)");
   define_op<&fem_aft_read_op>(m, "fem_aft_read(Tensor k, Tensor v, Tensor beta, float cap=40., Tensor? mask=None, "
-                                 "str impl='fused', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)");
+                                 "str impl='auto', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)");
 }

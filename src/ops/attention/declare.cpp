@@ -10,7 +10,7 @@ namespace seqmix::ops::native {
 
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
-  const Impl chosen = check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention");
+  const Impl chosen = check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention", q.device());
   const auto read = [&](const Window& w) -> at::Tensor {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), mask = w.keys(key_mask);
     switch (chosen) {
@@ -94,7 +94,7 @@ SEQMIX_OP_FAMILY(declare_attention);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&attention_op>(m, "attention(Tensor q, Tensor k, Tensor v, bool causal=True, float? scale=None, "
-                              "Tensor? key_mask=None, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
+                              "Tensor? key_mask=None, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
   define_op<&relu_attention_op>(m, "relu_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float eps=1e-12) "
                                    "-> Tensor");
 }

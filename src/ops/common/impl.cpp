@@ -8,7 +8,8 @@ Impl parse_impl(const std::string& name) {
   if (name == "fused") return Impl::fused;
   if (name == "naive") return Impl::naive;
   if (name == "torch") return Impl::torch;
-  throw Error("unknown impl '" + name + "'; valid impls: fused, naive, torch");
+  if (name == "auto") return Impl::automatic;
+  throw Error("unknown impl '" + name + "'; valid impls: auto, fused, naive, torch");
 }
 
 std::string impl_name(Impl impl) {
@@ -16,6 +17,7 @@ std::string impl_name(Impl impl) {
     case Impl::fused: return "fused";
     case Impl::naive: return "naive";
     case Impl::torch: return "torch";
+    case Impl::automatic: return "auto";
   }
   return "unknown";
 }
@@ -33,10 +35,27 @@ std::string ImplSet::names() const {
   return out;
 }
 
-Impl check_impl(Impl requested, const ImplSet& available, const std::string& op) {
-  if (available.contains(requested)) return requested;
-  const std::string why = requested == Impl::torch ? " (PyTorch has no kernel for it)" : "";
-  throw Error(op + " has no impl '" + impl_name(requested) + "'" + why + "; its impls: " + available.names());
+ImplSet ImplSet::on(const c10::Device& device) const {
+  ImplSet out = *this;
+  // Every device beyond the CPU is treated as CUDA (the meta device too, where the tests check what runs on a GPU).
+  const bool fused_runs = device.is_cpu() || fused_on_cuda_;
+  if (!fused_runs) out.bits_ &= ~bit(Impl::fused);
+  return out;
+}
+
+Impl check_impl(Impl requested, const ImplSet& available, const std::string& op, const c10::Device& device) {
+  const ImplSet here = available.on(device);
+  if (requested == Impl::automatic) {
+    for (Impl i : {Impl::fused, Impl::torch, Impl::naive})
+      if (here.contains(i)) return i;
+  }
+  if (here.contains(requested)) return requested;
+  const std::string where = device.is_cpu() ? "" : " on " + device.str();
+  std::string why;
+  if (requested == Impl::torch && !available.contains(requested)) why = " (PyTorch has no kernel for it)";
+  if (requested == Impl::fused && available.contains(requested)) why = " (its fused kernel is CPU code)";
+  throw Error(op + " has no impl '" + impl_name(requested) + "'" + where + why + "; its impls" +
+              (where.empty() ? "" : " there") + ": auto, " + here.names());
 }
 
 }  // namespace seqmix::ops

@@ -57,9 +57,15 @@ std::string op_table_json() {
   for (const auto& family : op_families()) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), cases = nlohmann::ordered_json::array();
     for (const auto& op : family.torch_ops) {
-      nlohmann::ordered_json impls = nlohmann::ordered_json::array();
-      for (Impl i : op.impls.list()) impls.push_back(impl_name(i));
-      ops.push_back({{"name", op.name}, {"impls", impls}});
+      const auto names = [](const ImplSet& set) {
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (Impl i : set.list()) out.push_back(impl_name(i));
+        return out;
+      };
+      nlohmann::ordered_json on_device = nlohmann::ordered_json::object();
+      for (const c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kCUDA)})
+        on_device[c10::DeviceTypeName(device.type(), /*lower_case=*/true)] = names(op.impls.on(device));
+      ops.push_back({{"name", op.name}, {"impls", names(op.impls)}, {"impls_on", on_device}});
     }
     for (const auto& c : family.bench_cases) cases.push_back(c.name);
     families.push_back({{"name", family.name}, {"torch_ops", ops}, {"bench_cases", cases}});

@@ -7,17 +7,17 @@
 
 namespace seqmix::ops {
 
+at::Tensor host_offsets(const at::Tensor& cu_seqlens) { return cu_seqlens.to(at::kCPU).contiguous(); }
+
 void check_cu_seqlens(const char* op, const at::Tensor& cu_seqlens, int64_t batch, int64_t length) {
   if (!cu_seqlens.defined()) return;
   TORCH_CHECK(cu_seqlens.scalar_type() == at::kLong && cu_seqlens.dim() == 1 && cu_seqlens.numel() >= 1, op,
               ": cu_seqlens must be int64 [N+1], the offsets of N packed sequences (got ", cu_seqlens.scalar_type(), " ",
               cu_seqlens.sizes(), ")");
-  TORCH_CHECK(cu_seqlens.device().is_cpu(), op, ": cu_seqlens must be a CPU tensor (got one on ", cu_seqlens.device(),
-              ")");
   TORCH_CHECK(batch == 1, op, ": packed sequences (cu_seqlens) take a batch of 1, [1, total_T, ...] (got a batch of ",
               batch, ")");
   if (cu_seqlens.is_meta() || cu_seqlens.unsafeGetTensorImpl()->is_python_dispatch()) return;
-  const auto cu = cu_seqlens.contiguous();
+  const auto cu = host_offsets(cu_seqlens);
   const int64_t* offsets = cu.data_ptr<int64_t>();
   const int64_t n = cu.numel();
   TORCH_CHECK(offsets[0] == 0 && offsets[n - 1] == length, op, ": cu_seqlens must run from 0 to the packed length ",
@@ -44,7 +44,7 @@ at::Tensor sequence_ids(const at::Tensor& cu_seqlens, int64_t length) {
 
 std::vector<Segment> sequence_segments(const at::Tensor& cu_seqlens, int64_t length) {
   if (!cu_seqlens.defined()) return {{0, length}};
-  const auto cu = cu_seqlens.contiguous();
+  const auto cu = host_offsets(cu_seqlens);
   const int64_t* offsets = cu.data_ptr<int64_t>();
   std::vector<Segment> segments;
   for (int64_t s = 0; s + 1 < cu.numel(); ++s) segments.push_back({offsets[s], offsets[s + 1]});
@@ -81,7 +81,7 @@ std::vector<at::Tensor> join_sequences(const std::vector<std::vector<at::Tensor>
 SequenceBounds sequence_bounds(const at::Tensor& cu_seqlens, int64_t length) {
   SequenceBounds bounds{std::vector<int64_t>(static_cast<size_t>(length)),
                         std::vector<int64_t>(static_cast<size_t>(length))};
-  const auto cu = cu_seqlens.contiguous();
+  const auto cu = host_offsets(cu_seqlens);
   const int64_t* offsets = cu.data_ptr<int64_t>();
   for (int64_t s = 0; s + 1 < cu.numel(); ++s)
     for (int64_t t = offsets[s]; t < offsets[s + 1]; ++t) {

@@ -8,6 +8,9 @@
 
 namespace seqmix::ops {
 
+// cu_seqlens's values on the host, where the loops over sequences read them: the tensor itself on the CPU, a copy
+// (one synchronisation) from a GPU. cu_seqlens lives on its data's device, as flash-attn's does.
+at::Tensor host_offsets(const at::Tensor& cu_seqlens);
 // Throws a one-line error naming `op` unless cu_seqlens is int64 [N+1], starts at 0, never decreases and ends at
 // `length`, and the batch is 1. The value checks are skipped where values cannot be read (torch.compile's fake
 // tensors). Does nothing for an undefined cu_seqlens.

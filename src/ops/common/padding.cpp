@@ -58,7 +58,7 @@ std::vector<int64_t> first_non_finite(const std::vector<at::Tensor>& key_side) {
   if (!bad.defined()) return {};
   const int64_t S = bad.size(1);
   const auto positions = at::arange(S, bad.options().dtype(at::kLong)).expand_as(bad);
-  const auto first = at::where(bad, positions, at::full_like(positions, S)).amin(1).contiguous();
+  const auto first = at::where(bad, positions, at::full_like(positions, S)).amin(1).to(at::kCPU).contiguous();
   return {first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + first.numel()};
 }
 

@@ -85,6 +85,28 @@ inline void check_dense_real(const c10::optional<at::Tensor>& t, const std::stri
 template <class T>
 void check_dense_real(const T&, const std::string&, const std::string&) {}
 
+// One device per call: the first tensor argument's (a 0-dim CPU tensor, a number, may join any device, as in ATen).
+// A tensor elsewhere is one error naming both arguments, before any kernel sees it.
+struct DeviceOfCall {
+  const at::Tensor* first = nullptr;
+  std::string first_name;
+  void check(const at::Tensor& t, const std::string& op, const std::string& name) {
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return;
+    if (first == nullptr) {
+      first = &t;
+      first_name = name;
+      return;
+    }
+    TORCH_CHECK(t.device() == first->device(), op, ": all tensors must be on one device (", first_name, " is on ",
+                first->device(), ", ", name, " on ", t.device(), ")");
+  }
+  void check(const c10::optional<at::Tensor>& t, const std::string& op, const std::string& name) {
+    if (t.has_value()) check(*t, op, name);
+  }
+  template <class T>
+  void check(const T&, const std::string&, const std::string&) {}
+};
+
 template <class F, F* f>
 struct InFloat32;
 template <class R, class... Args, R (*f)(Args...)>
@@ -117,8 +139,10 @@ struct InFloat32<R(Args...), f> {
   template <size_t... I>
   static void check_arguments(std::index_sequence<I...>, const Args&... args) {
     const OperatorSchema& schema = schema_of<f>();
-    (check_dense_real(args, schema.name, I < schema.arguments.size() ? schema.arguments[I] : "argument " + std::to_string(I)),
-     ...);
+    const auto name = [&](size_t i) { return i < schema.arguments.size() ? schema.arguments[i] : "argument " + std::to_string(i); };
+    (check_dense_real(args, schema.name, name(I)), ...);
+    DeviceOfCall device;
+    (device.check(args, schema.name, name(I)), ...);
   }
   template <class DtypeOf, size_t... I>
   static void narrow_outputs(R& r, const DtypeOf& dtype_of_output, std::index_sequence<I...>) {
@@ -128,7 +152,7 @@ struct InFloat32<R(Args...), f> {
 
 }  // namespace reduced_precision
 
-// The CPU kernel of op f: f with gradient recording off (the dispatcher comes here only below autograd, e.g.
+// The device kernel of op f (CPU or CUDA): f with gradient recording off (the dispatcher comes here only below autograd, e.g.
 // under torch.inference_mode()).
 template <class F, F* f>
 struct BelowAutograd;
@@ -143,7 +167,7 @@ struct BelowAutograd<R(Args...), f> {
 
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
-// naive twin), and as its CPU kernel below autograd.
+// naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has).
 template <auto f>
 void define_op(torch::Library& m, const char* schema) {
   using Signature = std::remove_pointer_t<decltype(f)>;
@@ -160,8 +184,8 @@ void define_op(torch::Library& m, const char* schema) {
       if (parsed.returns()[i].name() == parsed.arguments()[j].name()) state_of[i] = static_cast<int>(j);
   m.def(schema);
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
-  m.impl(parsed.name().c_str(),
-         torch::dispatch(c10::DispatchKey::CPU, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
+  for (const c10::DispatchKey device : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA})
+    m.impl(parsed.name().c_str(), torch::dispatch(device, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
 }
 
 // Calls the operator define_op registered f as, through the dispatcher, with f's arguments. Every C++ entry point
@@ -198,9 +222,9 @@ inline Impl impl_of(c10::string_view name) { return parse_impl(std::string(name)
 using ReadAndState = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 // q scaled by `scale` when given (flash-linear-attention's scale; seqmix's default is no scaling).
 inline at::Tensor scaled(const at::Tensor& q, c10::optional<double> scale) { return scale ? q * *scale : q; }
-// A state dtype argument: float32 unless given.
-inline at::TensorOptions options_of(c10::optional<at::ScalarType> dtype) {
-  return at::TensorOptions().dtype(dtype.value_or(at::kFloat));
+// A state's dtype and device arguments: float32 on the CPU unless given.
+inline at::TensorOptions options_of(c10::optional<at::ScalarType> dtype, c10::optional<at::Device> device = c10::nullopt) {
+  return at::TensorOptions().dtype(dtype.value_or(at::kFloat)).device(device.value_or(at::kCPU));
 }
 
 }  // namespace seqmix::ops

@@ -10,7 +10,7 @@
 namespace seqmix::ops::native {
 
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
-  check_impl(impl, kDeltaRuleImpls, "delta_rule");
+  check_impl(impl, kDeltaRuleImpls, "delta_rule", q.device());
   const auto r = causal_outputs(true, {k, v, beta}, q, {}, [&](const Window& w) {
     const PriorRead read = delta_rule_naive(w.queries(q, k), w.keys(k), w.keys(v), w.keys(beta));
     return std::vector<at::Tensor>{read.numerator, read.normaliser};
@@ -114,7 +114,7 @@ SEQMIX_OP_FAMILY(declare_delta);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='naive', "
+  define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='auto', "
                                "float? scale=None, Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
                                "Tensor? cu_seqlens=None) "
                                "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");

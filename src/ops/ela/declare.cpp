@@ -11,7 +11,7 @@ namespace seqmix::ops::native {
 
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl) {
-  const bool fused = check_impl(impl, kElaImpls, "ela") == Impl::fused;
+  const bool fused = check_impl(impl, kElaImpls, "ela", q.device()) == Impl::fused;
   return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
     return std::vector<at::Tensor>{fused ? ela_fused(qw, kw, vw, kernel, causal, eps)
@@ -86,9 +86,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_step_op(const at:
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ela_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
                                                                     c10::string_view kernel,
-                                                                    c10::optional<at::ScalarType> dtype) {
-  const ElaState s = ela_initial_state(batch, heads, dk, dv, exact_kernel(std::string(kernel)), options_of(dtype));
-  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(dtype))};
+                                                                    c10::optional<at::ScalarType> dtype,
+                                                                    c10::optional<at::Device> device) {
+  const ElaState s =
+      ela_initial_state(batch, heads, dk, dv, exact_kernel(std::string(kernel)), options_of(dtype, device));
+  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(dtype, device))};
 }
 
 // Causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the squared-Euclidean kernel linear
@@ -154,13 +156,13 @@ SEQMIX_OP_FAMILY(declare_ela);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&ela_op>(m, "ela(Tensor q, Tensor k, Tensor v, str kernel='hadamard_exp', bool causal=True, "
-                        "float eps=1e-8, str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
+                        "float eps=1e-8, str impl='auto', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
                         "Tensor? key_max=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
                         "-> (Tensor y, Tensor kv, Tensor k_sum, Tensor key_max)");
   define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
                              "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "
                              "Tensor key_max)");
   define_op_without_tensors<&ela_initial_state_op>(
-      m, "ela_initial_state(int batch, int heads, int dk, int dv, str kernel='hadamard_exp', ScalarType? dtype=None) "
-         "-> (Tensor kv, Tensor k_sum, Tensor key_max)");
+      m, "ela_initial_state(int batch, int heads, int dk, int dv, str kernel='hadamard_exp', ScalarType? dtype=None, "
+         "Device? device=None) -> (Tensor kv, Tensor k_sum, Tensor key_max)");
 }

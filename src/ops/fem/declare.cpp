@@ -5,6 +5,7 @@
 #include "../common/packing.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
+#include "seqmix/ops/attention.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 
@@ -12,11 +13,28 @@ namespace seqmix::ops::native {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  const bool fused = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read") == Impl::fused;
-  const auto r = causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), mask = w.keys(key_mask);
-    const FemRead read = fused ? fem_softmax_read_fused(qw, kw, vw, beta, cap, causal, scale, mask)
-                               : fem_softmax_read_naive(qw, kw, vw, beta, cap, causal, scale, mask);
+  const Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
+  TORCH_CHECK(chosen != Impl::torch || cap > 0, "fem_softmax_read: impl=torch reads with the constant shift cap, so "
+              "it needs cap > 0 (got ", cap, "); impl=naive reads any cap");
+  // impl=torch: padded keys made finite first (the other reads do it inside), so that causal_outputs, which reads
+  // rows in parts around a non-finite key, sees no poison where the mask already hides it.
+  const AttentionInputs in = chosen == Impl::torch ? finite_masked_positions("fem_softmax_read", q, k, v, key_mask)
+                                                   : AttentionInputs{q, k, v};
+  const auto r = causal_outputs(causal, {in.k, in.v}, in.q, {}, [&](const Window& w) {
+    const auto qw = w.queries(in.q, in.k), kw = w.keys(in.k), vw = w.keys(in.v), mask = w.keys(key_mask);
+    FemRead read;
+    switch (chosen) {
+      case Impl::fused: read = fem_softmax_read_fused(qw, kw, vw, beta, cap, causal, scale, mask); break;
+      case Impl::torch:
+        // One SDPA call over both value streams.
+        read = fem_capped_read("fem_softmax_read", vw, beta, cap,
+                               [&](const at::Tensor& values) {
+                                 return softmax_attention_torch(qw, kw, values.to(qw.scalar_type()), causal, scale,
+                                                                mask, {});
+                               }, qw.scalar_type());
+        break;
+      default: read = fem_softmax_read_naive(qw, kw, vw, beta, cap, causal, scale, mask);
+    }
     return std::vector<at::Tensor>{read.mean, read.free_energy};
   });
   return {r[0], r[1]};
@@ -116,7 +134,7 @@ SEQMIX_OP_FAMILY(declare_fem);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&fem_softmax_read_op>(m, "fem_softmax_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
-                                     "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='fused', "
+                                     "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='auto', "
                                      "Tensor? cu_seqlens=None) "
                                      "-> (Tensor mean, Tensor free_energy)");
   define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)");

@@ -33,7 +33,8 @@ FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, co
   return {mean.to(type), free_energy.to(type)};
 }
 
-FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read) {
+FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read,
+                        at::ScalarType read_type) {
   TORCH_CHECK(v.dim() == 3 || v.dim() == 4, op, ": v must be [B,T,H,dv] or [B,T,C] (got ", v.sizes(), ")");
   TORCH_CHECK(cap > 0 && cap <= kMaxConstantShiftCap, op, ": cap must be in (0, ", kMaxConstantShiftCap, "] (got ",
               cap, ")");
@@ -44,8 +45,8 @@ FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& b
                   " entries, one per value channel (got ", beta.sym_sizes(), ")");
   const FemValues flat = native::fem_scale_values(v.flatten(2), beta.reshape_symint({channels}), cap);
   const FemValues values{flat.clipped.view_symint(v.sym_sizes()), flat.scaled.view_symint(v.sym_sizes())};
-  return fem_free_energy_read(values, beta.reshape_symint(channel_shape), at::scalar_tensor(cap, at::kDouble), {}, at::kDouble,
-                              read);
+  return fem_free_energy_read(values, beta.reshape_symint(channel_shape),
+                              at::scalar_tensor(cap, v.options().dtype(at::kDouble)), {}, read_type, read);
 }
 
 }  // namespace seqmix::ops

@@ -12,7 +12,7 @@ namespace seqmix::ops::native {
 
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens) {
-  const bool fused = check_impl(impl, kGlaImpls, "gla") == Impl::fused;
+  const bool fused = check_impl(impl, kGlaImpls, "gla", q.device()) == Impl::fused;
   const auto r = causal_outputs(true, {k, v, log_decay}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
     const PriorRead read =
@@ -57,7 +57,7 @@ TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::T
                            const at::Tensor& beta, double cap, c10::string_view impl,
                            const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read");
+  const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read", q.device());
   const FemRead r = fem_capped_read("fem_gla_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
     return native::normalised_read(native::gla(q.to(type), k.to(type), values, log_decay.to(type), chosen, or_undefined(cu_seqlens)),
@@ -162,12 +162,12 @@ SEQMIX_OP_FAMILY(declare_gla);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='fused', float? scale=None, "
+  define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='auto', float? scale=None, "
                         "Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
                         "Tensor? cu_seqlens=None) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "
-                                 "float cap=40., str impl='fused', Tensor? cu_seqlens=None) "
+                                 "float cap=40., str impl='auto', Tensor? cu_seqlens=None) "
                                  "-> (Tensor mean, Tensor free_energy)");
 }

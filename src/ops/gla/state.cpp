@@ -71,7 +71,7 @@ ReadWithState continue_packed_scan(const PriorRead& zero_state, const at::Tensor
   TORCH_CHECK(!initial.kv.defined() || (initial.kv.dim() == 4 && initial.kv.size(0) == sequences), op, ": packed, ",
               "the initial states must be one per sequence, kv [N,H,dk,dv] with N = ", sequences, " (got ",
               initial.kv.sizes(), ")");
-  const auto cu = cu_seqlens.contiguous();
+  const auto cu = host_offsets(cu_seqlens);
   const int64_t* bounds = cu.data_ptr<int64_t>();
   std::vector<at::Tensor> numerators, normalisers, kvs, k_sums;
   for (int64_t s = 0; s < sequences; ++s) {

@@ -11,7 +11,7 @@ namespace seqmix::ops::native {
 at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
                          const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
                          const HyperReadOptions& options, Impl impl) {
-  const bool fused = check_impl(impl, kHypermlpReadImpls, "hypermlp_read") == Impl::fused;
+  const bool fused = check_impl(impl, kHypermlpReadImpls, "hypermlp_read", q.device()) == Impl::fused;
   return causal_outputs(true, {k, v}, q, {}, [&](const Window& w) {
     // s1, s2 [B,T,...] belong to the queries.
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), s1w = w.queries(s1, k), s2w = w.queries(s2, k);
@@ -117,5 +117,5 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       m, "hypermlp_read(Tensor q, Tensor k, Tensor v, Tensor? s1=None, Tensor? diag1=None, Tensor? U1=None, "
          "Tensor? Vt1=None, Tensor? s2=None, Tensor? diag2=None, Tensor? U2=None, Tensor? Vt2=None, "
          "str activation='relu', str layout='lag', float eps=1e-12, float scale=1., int block=256, "
-         "str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
+         "str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
 }

@@ -11,7 +11,7 @@ namespace seqmix::ops::native {
 
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens) {
-  const bool fused = check_impl(impl, kLinearAttentionImpls, "linear_attention") == Impl::fused;
+  const bool fused = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device()) == Impl::fused;
   const auto r = causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
     const PriorRead read = fused ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
@@ -53,8 +53,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linear_attention_step
 }
 
 TensorPair linear_attention_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
-                                             c10::optional<at::ScalarType> dtype) {
-  const LinearAttentionState s = linear_attention_initial_state(batch, heads, dk, dv, options_of(dtype));
+                                             c10::optional<at::ScalarType> dtype,
+                                             c10::optional<at::Device> device) {
+  const LinearAttentionState s = linear_attention_initial_state(batch, heads, dk, dv, options_of(dtype, device));
   return {s.kv, s.k_sum};
 }
 
@@ -63,7 +64,7 @@ TensorPair fem_linear_read_op(const at::Tensor& q, const at::Tensor& k, const at
                               double cap, bool causal, c10::string_view impl,
                               const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read");
+  const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read", q.device());
   const FemRead r = fem_capped_read("fem_linear_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
     return native::normalised_read(native::linear_attention(wq, wk, values, causal, chosen, or_undefined(cu_seqlens)),
@@ -127,16 +128,16 @@ SEQMIX_OP_FAMILY(declare_linear_attention);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&linear_attention_op>(m, "linear_attention(Tensor q, Tensor k, Tensor v, bool causal=True, "
-                                     "str impl='fused', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
+                                     "str impl='auto', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
                                      "bool output_final_state=False, Tensor? cu_seqlens=None) -> (Tensor numerator, "
                                      "Tensor normaliser, Tensor kv, Tensor k_sum)");
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
                                           "Tensor k_sum)");
   define_op_without_tensors<&linear_attention_initial_state_op>(
-      m, "linear_attention_initial_state(int batch, int heads, int dk, int dv, ScalarType? dtype=None) "
+      m, "linear_attention_initial_state(int batch, int heads, int dk, int dv, ScalarType? dtype=None, Device? device=None) "
          "-> (Tensor kv, Tensor k_sum)");
   define_op<&fem_linear_read_op>(m, "fem_linear_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
-                                    "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) "
+                                    "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) "
                                     "-> (Tensor mean, Tensor free_energy)");
 }

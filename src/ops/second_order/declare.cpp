@@ -10,7 +10,7 @@ namespace seqmix::ops::native {
 
 at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                      const at::Tensor& bias_scale, bool causal, Impl impl) {
-  const bool fused = check_impl(impl, kSecondOrderImpls, "mha2nd1st_read") == Impl::fused;
+  const bool fused = check_impl(impl, kSecondOrderImpls, "mha2nd1st_read", q.device()) == Impl::fused;
   return causal_outputs(causal, {k}, q, {}, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k);
     return std::vector<at::Tensor>{fused ? mha2nd1st_read(qw, kw, temperature, bias_scale, causal)
@@ -20,7 +20,7 @@ at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                        const at::Tensor& tau, bool causal, Impl impl) {
-  const bool fused = check_impl(impl, kSecondOrderImpls, "light2nd1st_read") == Impl::fused;
+  const bool fused = check_impl(impl, kSecondOrderImpls, "light2nd1st_read", q.device()) == Impl::fused;
   return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
     return std::vector<at::Tensor>{fused ? light2nd1st_read(qw, kw, vw, scale, tau, causal)
@@ -90,7 +90,7 @@ SEQMIX_OP_FAMILY(declare_second_order);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&mha2nd1st_op>(m, "mha2nd1st_read(Tensor q, Tensor k, Tensor temperature, Tensor bias_scale, "
-                              "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
+                              "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
   define_op<&light2nd1st_op>(m, "light2nd1st_read(Tensor q, Tensor k, Tensor v, float scale, Tensor tau, "
-                                "bool causal=True, str impl='fused', Tensor? cu_seqlens=None) -> Tensor");
+                                "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
 }

@@ -10,7 +10,7 @@ namespace seqmix::ops::native {
 
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kSsmScanImpls, "ssm_scan") == Impl::fused ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
+  return check_impl(impl, kSsmScanImpls, "ssm_scan", u.device()) == Impl::fused ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
                                                                     : ssm_scan_naive(u, delta, A, b, c, cu_seqlens);
 }
 
@@ -47,7 +47,7 @@ TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const a
                            const at::Tensor& c, const c10::optional<at::Tensor>& D, const at::Tensor& beta, double cap,
                            c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read");
+  const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read", v.device());
   const FemRead r = fem_capped_read("fem_ssm_read", v, beta, cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
     // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.
@@ -110,12 +110,12 @@ SEQMIX_OP_FAMILY(declare_ssm);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='fused', "
+  define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='auto', "
                              "Tensor? state=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
                              "-> (Tensor y, Tensor state)");
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
                              "-> (Tensor y, Tensor state)");
   define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "
-                                 "Tensor beta, float cap=40., str impl='fused', Tensor? cu_seqlens=None) "
+                                 "Tensor beta, float cap=40., str impl='auto', Tensor? cu_seqlens=None) "
                                  "-> (Tensor mean, Tensor free_energy)");
 }

@@ -1,0 +1,226 @@
+"""seqmix on a CUDA GPU, against the CPU's float64 naive twins (scripts/gpu_check.sh runs these on a GPU machine).
+
+Every op with each implementation it has on CUDA, outputs and every input gradient, in float32 and bfloat16;
+packed sequences equal to each sequence alone; every registered mixer's decode equal to its forward, and its
+outputs equal to the CPU's; a few training steps of the language model equal to the same steps on the CPU; a run
+written on the CPU loaded on the GPU. Without a GPU the module is skipped in one line (ctest reports it skipped).
+
+Tolerances, relative to the largest reference value, the reference reading the same rounded inputs in float64:
+float32 2e-4 (float32 reductions on the GPU against float64), bfloat16 3e-2 (computed in float32, the outputs and
+gradients rounded to bfloat16's 8 bits once, and a few roundings inside PyTorch's bf16 kernels)."""
+import os
+import unittest
+
+import torch
+
+import seqmix
+from op_samples import SAMPLES, floating, ops, schema, state_inputs, table_ops
+
+CUDA = torch.device("cuda")
+
+
+def setUpModule():
+    if not torch.cuda.is_available():
+        raise unittest.SkipTest("no GPU visible (torch.cuda.is_available() is False): the cuda tests run on a GPU "
+                                "machine, scripts/gpu_check.sh")
+TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
+
+
+def impls_on(name, device):
+    for family in seqmix.op_table()["families"]:
+        for entry in family["torch_ops"]:
+            if entry["name"] == name:
+                return entry["impls_on"][device]
+    raise KeyError(name)
+
+
+def relative_error(got, want):
+    scale = want.abs().max().clamp_min(1e-6)
+    return ((got.double().cpu() - want) .abs().max() / scale).item()
+
+
+def as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+class EveryOp(unittest.TestCase):
+    def outputs_and_gradients(self, name, args, impl, weights=None):
+        """The op's outputs and the gradients of sum(output * weight) with respect to every floating input
+        that is not a decode state."""
+        states = state_inputs(name)
+        leaves = [x for i, x in enumerate(args) if floating(x) and i not in states]
+        for x in leaves:
+            x.requires_grad_()
+        out = as_tuple(getattr(ops(), name)(*args, **({"impl": impl} if impl else {})))
+        returns = [r.name for r in schema(name).returns]
+        arguments = [a.name for a in schema(name).arguments]
+        scored = [(r, o) for r, o in zip(returns, out) if o is not None and r not in arguments]
+        if weights is None:
+            weights = [torch.randn(o.shape, dtype=torch.float64) for _, o in scored]
+        loss = sum((o.double() * w.to(o.device)).sum() for (_, o), w in zip(scored, weights))
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True) if loss.requires_grad else [None] * len(leaves)
+        return out, list(grads), weights
+
+    def check(self, name, impl, dtype):
+        sample = SAMPLES[name]()
+        states = state_inputs(name)
+        # The reference reads the inputs as the device does (rounded to dtype), in float64 on the CPU: what is left
+        # is the device's arithmetic.
+        reference_args = [x.to(dtype).double() if floating(x) and i not in states else
+                          (x.double() if floating(x) else x) for i, x in enumerate(sample)]
+        want, want_grads, weights = self.outputs_and_gradients(name, reference_args, "naive" if impl else None)
+        device_args = [x.to(CUDA, dtype) if floating(x) and i not in states else
+                       (x.to(CUDA) if isinstance(x, torch.Tensor) and (x.dim() > 0 or i in states) else x)
+                       for i, x in enumerate(sample)]
+        got, got_grads, _ = self.outputs_and_gradients(name, device_args, impl, weights)
+        tolerance = TOLERANCE[dtype]
+        for i, (g, w) in enumerate(zip(got, want)):
+            if w is None:
+                self.assertIsNone(g)
+                continue
+            self.assertEqual(g.device.type, "cuda", f"output {i}")
+            self.assertLess(relative_error(g, w), tolerance, f"output {i}")
+        for i, (g, w) in enumerate(zip(got_grads, want_grads)):
+            self.assertEqual(g is None, w is None, f"gradient {i}")
+            if g is not None:
+                self.assertLess(relative_error(g, w), tolerance, f"gradient {i}")
+
+    def test_every_op_on_cuda_equals_the_cpu_float64_naive_twin(self):
+        for name in sorted(SAMPLES):
+            impls = impls_on(name, "cuda")
+            for impl in (["auto"] + impls) if impls else [None]:
+                for dtype in (torch.float32, torch.bfloat16):
+                    with self.subTest(op=name, impl=impl, dtype=dtype):
+                        self.check(name, impl, dtype)
+
+    def test_the_cpu_kernels_are_refused_on_cuda_in_one_line(self):
+        q = torch.rand(1, 4, 2, 3, device=CUDA)
+        with self.assertRaises(RuntimeError) as caught:
+            seqmix.gla(q, q, q, -q.sum(-1), impl="fused")
+        self.assertIn("gla has no impl 'fused' on cuda:0", str(caught.exception).splitlines()[0])
+
+    def test_mixed_devices_are_one_line(self):
+        q = torch.randn(1, 4, 2, 3)
+        with self.assertRaises(RuntimeError) as caught:
+            seqmix.attention(q.cuda(), q, q.cuda())
+        self.assertIn("all tensors must be on one device", str(caught.exception).splitlines()[0])
+
+    def test_packed_sequences_on_cuda_equal_each_alone_with_offsets_on_the_gpu(self):
+        lengths = [3, 1, 0, 6]
+        cu = torch.tensor([0, 3, 4, 4, 10], device=CUDA)
+        q, k = torch.rand(1, 10, 2, 4, device=CUDA), torch.rand(1, 10, 2, 4, device=CUDA)
+        v, decay = torch.randn(1, 10, 2, 5, device=CUDA), -torch.rand(1, 10, 2, device=CUDA)
+        calls = {"attention": lambda q, k, v, d, **kw: seqmix.attention(q, k, v, **kw),
+                 "linear_attention": lambda q, k, v, d, **kw: seqmix.linear_attention(q, k, v, **kw)[0],
+                 "gla": lambda q, k, v, d, **kw: seqmix.gla(q, k, v, d, **kw)[0]}
+        for name, call in calls.items():
+            with self.subTest(op=name):
+                packed = call(q, k, v, decay, cu_seqlens=cu)
+                begin = 0
+                for n in lengths:
+                    if n:
+                        alone = call(q[:, begin:begin + n], k[:, begin:begin + n], v[:, begin:begin + n],
+                                     decay[:, begin:begin + n])
+                        torch.testing.assert_close(packed[:, begin:begin + n], alone, atol=1e-5, rtol=1e-5)
+                    begin += n
+
+
+class EveryMixer(unittest.TestCase):
+    def mixers(self):
+        return [m["name"] for m in seqmix.registry()["mixers"]]
+
+    def test_every_mixer_on_cuda_equals_the_cpu_outputs_and_gradients(self):
+        for name in self.mixers():
+            with self.subTest(mixer=name):
+                report = seqmix.verify_mixer(name, only=["cuda"])
+                self.assertTrue(report.passed, str(report))
+
+    def test_every_causal_mixer_decodes_on_cuda_as_its_forward(self):
+        torch.manual_seed(0)
+        for name in self.mixers():
+            mixer = seqmix.Mixer(name, 32, 64).double()
+            if not mixer.is_causal:
+                continue
+            with self.subTest(mixer=name):
+                mixer = mixer.to(CUDA).eval()
+                x = torch.randn(2, 9, 32, dtype=torch.float64, device=CUDA)
+                with torch.no_grad():
+                    full = mixer(x)
+                    state = mixer.init_state(2)
+                    steps = torch.stack([mixer.step(x[:, t], state) for t in range(9)], 1)
+                self.assertEqual(steps.device.type, "cuda")
+                torch.testing.assert_close(steps, full, atol=1e-9, rtol=1e-9)
+
+
+class Training(unittest.TestCase):
+    def steps(self, device, n=4):
+        torch.manual_seed(0)
+        model = seqmix.LanguageModel(vocab_size=32, mixers=["fem:prior=softmax", "gla"], dim=32, layers=2,
+                                     max_len=16).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for _ in range(n):
+            tokens = torch.randint(0, 32, (4, 17), generator=g).to(device)
+            logits = model(tokens[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 32), tokens[:, 1:].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses, {k: v.cpu() for k, v in model.state_dict().items()}
+
+    def test_a_few_training_steps_on_cuda_equal_the_same_steps_on_the_cpu(self):
+        """Float32 on both; the GPU's reductions differ in order, so within 1e-4 of the loss and 1e-3 of each
+        weight's scale after 4 AdamW steps."""
+        cpu_losses, cpu_weights = self.steps("cpu")
+        gpu_losses, gpu_weights = self.steps(CUDA)
+        for a, b in zip(cpu_losses, gpu_losses):
+            self.assertLess(abs(a - b), 1e-4 * max(1.0, abs(a)))
+        for key, w in cpu_weights.items():
+            self.assertLess(((gpu_weights[key] - w).abs().max() / w.abs().max().clamp_min(1e-6)).item(), 1e-3, key)
+
+    def test_bf16_autocast_on_cuda_trains(self):
+        model = seqmix.LanguageModel(vocab_size=32, mixers=["softmax"], dim=32, layers=1, max_len=16).to(CUDA)
+        tokens = torch.randint(0, 32, (4, 16), device=CUDA)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 32), tokens.reshape(-1))
+        loss.backward()
+        for p in model.parameters():
+            self.assertEqual(p.grad.dtype, torch.float32)
+            self.assertTrue(torch.isfinite(p.grad).all())
+
+
+class Runs(unittest.TestCase):
+    """A run `seqmix train` wrote on the CPU (tests/data/cpu_run; its config.yaml says how it was made), on the GPU."""
+
+    RUN = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "cpu_run")
+
+    def test_a_cpu_run_loads_on_cuda_and_gives_the_cpu_logits(self):
+        cpu = seqmix.load_run(self.RUN)
+        gpu = seqmix.load_run(self.RUN, device="cuda")
+        self.assertEqual(gpu.device.type, "cuda")
+        tokens = torch.randint(0, 16, (2, 12))
+        with torch.no_grad():
+            torch.testing.assert_close(gpu.model(tokens.cuda()).cpu(), cpu.model(tokens), atol=1e-4, rtol=1e-4)
+
+    def test_decoding_on_cuda_gives_the_cpu_logits_step_by_step(self):
+        """(Compared as logits: a barely trained model's greedy tokens can tie, and break ties by rounding.)"""
+        cpu = seqmix.load_run(self.RUN)
+        gpu = seqmix.load_run(self.RUN, device="cuda")
+        tokens = torch.randint(0, 16, (2, 10))
+        with torch.no_grad():
+            state_cpu, state_gpu = cpu.model.init_state(2), gpu.model.init_state(2)
+            for t in range(tokens.shape[1]):
+                want = cpu.model.step(tokens[:, t], state_cpu)
+                got = gpu.model.step(tokens[:, t].cuda(), state_gpu)
+                self.assertEqual(got.device.type, "cuda")
+                torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+            sampled = gpu.model.generate(tokens[:, :3].cuda(), 5, 1.0, 0, 7)
+            self.assertEqual(sampled.shape, (2, 8))
+            self.assertEqual(sampled.device.type, "cuda")
+
+
+if __name__ == "__main__":
+    unittest.main()
