@@ -2,52 +2,73 @@
 `seqmix bench --device cuda` runs it).
 
 Each row times one call, forward and forward+backward, in bfloat16 inputs (seqmix's ops compute in float32 and
-return bfloat16), with CUDA events around 20 repeats after 3 warm-ups, the median of 5 such rounds, peak memory
-from torch.cuda.max_memory_allocated. Rows come in groups against a named baseline, the ratio is baseline time over
+return bfloat16), with CUDA events around rounds of up to 20 calls (about 100 ms) after 3 warm-ups, the median of 5
+rounds, peak memory from torch.cuda.max_memory_allocated. Rows come in groups against a named baseline, the ratio is baseline time over
 row time (> 1: faster than the baseline):
   attention        seqmix.attention (auto; torch = SDPA with seqmix's semantics; naive) vs F.scaled_dot_product_attention
   fem_softmax_read seqmix.fem_softmax_read (auto) vs one SDPA call on [v, exp(beta v - cap)] (2 d_v wide), the
                    FEM authors' read, and vs one SDPA call at d_v (what the next issue's fused kernel must approach)
   gla              seqmix.gla (auto) vs its naive twin
+  fem_sm / fem_gla / hyperglu layers: a seqmix.Mixer against the same layer in plain PyTorch with the same weights
+                   (python/reference: FEM-SM reading both value streams with one SDPA call, as the FEM authors'
+                   layer does; FEM-GLA and HyperGLU with their explicit T x T weights, as the authors' layers
+                   materialise them), both under bf16 autocast over float32 weights, as a training step runs them
 Shapes: B, T, H, d = 8, 4096, 16, 64 for the attention-like reads (--quick: 2, 1024, 8, 64); GLA at T=1024 (its
-naive twin materialises [B,H,T,T]).
+naive twin materialises [B,H,T,T]); the layers at the FEM paper's GPT-2 small width, B, T, D, H = 8, 1024, 768, 12
+(--quick: 2, 256, 256, 4).
 
     python3 bench/gpu_bench.py [--quick] [--json FILE]
 """
 import argparse
+import inspect
 import json
-import math
+import os
 import statistics
 import sys
+
+import time
 
 import torch
 import torch.nn.functional as F
 
 import seqmix
 
+DEVICE = torch.device("cuda")  # --dry-run: the CPU
+TIMING = (3, 5, 100.0)  # warm-up calls, rounds, milliseconds per round (--dry-run: one call each)
 
-def time_call(fn, backward, warmup=3, repeats=20, rounds=5):
-    """Median milliseconds of fn() (and its backward), timed with CUDA events; peak memory in MiB."""
+
+def time_call(fn, backward):
+    """Median milliseconds of fn() (and its backward) over `rounds` rounds of about round_ms each (at least one call),
+    after `warmup` calls: timed with CUDA events on the GPU (host clock on the CPU dry run); peak memory in MiB (the
+    GPU's allocator; 0 on the CPU)."""
     def once():
         out = fn()
         if backward:
             outs = out if isinstance(out, tuple) else (out,)
             torch.autograd.backward([o for o in outs if o is not None and o.requires_grad],
                                     [torch.ones_like(o) for o in outs if o is not None and o.requires_grad])
-    for _ in range(warmup):
-        once()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(rounds):
+
+    def timed(calls):
+        if DEVICE.type != "cuda":
+            begin = time.perf_counter()
+            for _ in range(calls):
+                once()
+            return (time.perf_counter() - begin) * 1e3
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(repeats):
+        for _ in range(calls):
             once()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / repeats)
-    return statistics.median(times), torch.cuda.max_memory_allocated() / 2**20
+        return start.elapsed_time(end)
+
+    warmup, rounds, round_ms = TIMING
+    repeats = max(1, min(20, int(round_ms / max(timed(warmup) / warmup, 1e-3))))
+    if DEVICE.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = [timed(repeats) / repeats for _ in range(rounds)]
+    peak = torch.cuda.max_memory_allocated() / 2**20 if DEVICE.type == "cuda" else 0.0
+    return statistics.median(times), peak
 
 
 def leaves(*tensors):
@@ -55,7 +76,7 @@ def leaves(*tensors):
 
 
 def attention_rows(B, T, H, d):
-    q, k, v = leaves(*(torch.randn(B, T, H, d, device="cuda", dtype=torch.bfloat16) for _ in range(3)))
+    q, k, v = leaves(*(torch.randn(B, T, H, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(3)))
     sdpa = lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=True).transpose(1, 2)
     rows = [("attention", "torch SDPA (baseline)", sdpa)]
@@ -67,8 +88,8 @@ def attention_rows(B, T, H, d):
 
 
 def fem_rows(B, T, H, d):
-    q, k, v = leaves(*(torch.randn(B, T, H, d, device="cuda", dtype=torch.bfloat16) for _ in range(3)))
-    beta = torch.full((H * d,), 1.0, device="cuda", requires_grad=True)
+    q, k, v = leaves(*(torch.randn(B, T, H, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(3)))
+    beta = torch.full((H * d,), 1.0, device=DEVICE, requires_grad=True)
     cap = 40.0
 
     def authors():
@@ -89,30 +110,93 @@ def fem_rows(B, T, H, d):
 
 
 def gla_rows(B, T, H, d):
-    q, k = leaves(*(torch.rand(B, T, H, d, device="cuda", dtype=torch.bfloat16) for _ in range(2)))
-    v = leaves(torch.randn(B, T, H, d, device="cuda", dtype=torch.bfloat16))[0]
-    log_decay = leaves(F.logsigmoid(torch.randn(B, T, H, device="cuda")) / 16)[0]
+    q, k = leaves(*(torch.rand(B, T, H, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(2)))
+    v = leaves(torch.randn(B, T, H, d, device=DEVICE, dtype=torch.bfloat16))[0]
+    log_decay = leaves(F.logsigmoid(torch.randn(B, T, H, device=DEVICE)) / 16)[0]
     return [("gla", "seqmix impl=naive (baseline)", lambda: seqmix.gla(q, k, v, log_decay, impl="naive")),
             ("gla", "seqmix impl=auto", lambda: seqmix.gla(q, k, v, log_decay))]
+
+
+def reference_options(spec, function):
+    """The keyword arguments of a python/reference layer from a mixer's resolved spec: the keys it takes, typed as
+    its defaults."""
+    accepted = inspect.signature(function).parameters
+    out = {}
+    for item in spec.partition(":")[2].split(","):
+        key, _, value = item.partition("=")
+        if key not in accepted or key == "impl" or value == "auto":  # auto: the reference's own default rule
+            continue
+        default = accepted[key].default
+        out[key] = (value == "1" if isinstance(default, bool) else int(value) if isinstance(default, int)
+                    else float(value) if isinstance(default, float) else value)
+    return out
+
+
+def layer_rows(B, T, D, H):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "reference"))
+    import fem_reference
+    import hyper_energy_reference
+
+    x = torch.randn(B, T, D, device=DEVICE, requires_grad=True)
+    rows = []
+
+    def autocast(fn):
+        # The references make their masks and rotations with torch's factories: on the device by default here.
+        def run():
+            with DEVICE, torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+                return fn()
+        return run
+
+    for name, prior, sdpa in (("fem_sm layer", "softmax", True), ("fem_gla layer", "gla", False)):
+        mixer = seqmix.Mixer(f"fem:prior={prior},heads={H}", D, T).to(DEVICE)
+        weights = dict(mixer.named_parameters())
+        options = reference_options(mixer.spec, fem_reference.fem_reference)
+        baseline = "plain PyTorch, one SDPA read" if sdpa else "plain PyTorch, explicit T x T"
+        rows.append((name, f"{baseline} (baseline)", autocast(
+            lambda weights=weights, options=options, sdpa=sdpa:
+            fem_reference.fem_reference(x, weights, read_with_sdpa=sdpa, **options))))
+        rows.append((name, "seqmix", autocast(lambda mixer=mixer: mixer(x))))
+    mixer = seqmix.Mixer(f"hyperglu:heads={H}", D, T).to(DEVICE)
+    weights = dict(mixer.named_parameters())
+    o = dict(item.split("=", 1) for item in mixer.spec.partition(":")[2].split(","))
+    rows.append(("hyperglu layer", "plain PyTorch, explicit T x T (baseline)", autocast(
+        lambda: hyper_energy_reference.hypermlp_reference(
+            x, weights, label=o.get("variant", "G-cg-q-12o"), heads=int(o["heads"]),
+            rope_theta=float(o.get("rope_theta", 10000)), eps=float(o.get("eps", 1e-12)), bias=o.get("bias") == "1"))))
+    rows.append(("hyperglu layer", "seqmix", autocast(lambda: mixer(x))))
+    return rows
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="every row once at tiny shapes on the CPU, host-clock timed: checks the script, measures "
+                             "nothing (tests/bench: bench.gpu_bench_dry_run)")
     parser.add_argument("--json", help="also write the rows to this file (-: print only the JSON, no table)")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
+    global DEVICE, TIMING
+    if args.dry_run:
+        DEVICE, TIMING = torch.device("cpu"), (1, 1, 0.0)
+    elif not torch.cuda.is_available():
         print("gpu_bench: no GPU visible (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
     table = args.json != "-"
     say = print if table else (lambda *a, **k: None)
-    B, T, H, d = (2, 1024, 8, 64) if args.quick else (8, 4096, 16, 64)
+    B, T, H, d = (1, 64, 2, 16) if args.dry_run else (2, 1024, 8, 64) if args.quick else (8, 4096, 16, 64)
     gla_T = min(T, 1024)
+    LB, LT, LD, LH = (1, 32, 32, 2) if args.dry_run else (2, 256, 256, 4) if args.quick else (8, 1024, 768, 12)
+    layers = f"B={LB} T={LT} D={LD} H={LH}"
+    layer_groups = {}
+    for op, name, fn in layer_rows(LB, LT, LD, LH):
+        layer_groups.setdefault(op, []).append((op, name, fn))
     groups = [(f"B={B} T={T} H={H} d={d}", attention_rows(B, T, H, d)),
               (f"B={B} T={T} H={H} d={d}", fem_rows(B, T, H, d)),
-              (f"B={B} T={gla_T} H={H} d={d}", gla_rows(B, gla_T, H, d))]
-    say(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16 inputs, median ms of 5 x 20 calls")
-    header = f"{'op':<17} {'implementation':<38} {'shape':<26} {'fwd ms':>9} {'fwd+bwd ms':>11} {'peak MiB':>9} {'x fwd':>7} {'x fwd+bwd':>10}"
+              (f"B={B} T={gla_T} H={H} d={d}", gla_rows(B, gla_T, H, d))] + \
+             [(layers, rows) for rows in layer_groups.values()]
+    device_name = torch.cuda.get_device_name() if DEVICE.type == "cuda" else "CPU (dry run: no timings to read)"
+    say(f"GPU: {device_name}, torch {torch.__version__}, bf16, median ms per call of 5 rounds")
+    header = f"{'op':<17} {'implementation':<42} {'shape':<26} {'fwd ms':>9} {'fwd+bwd ms':>11} {'peak MiB':>9} {'x fwd':>7} {'x fwd+bwd':>10}"
     say(header)
     say("-" * len(header))
     results = []
@@ -123,18 +207,22 @@ def main(argv=None):
                 fwd, _ = time_call(fn, backward=False)
                 both, peak = time_call(fn, backward=True)
             except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
-                say(f"{op:<17} {name:<38} {shape:<26} failed: {str(error).splitlines()[0][:80]}")
-                torch.cuda.empty_cache()
+                if args.dry_run:
+                    raise
+                say(f"{op:<17} {name:<42} {shape:<26} failed: {str(error).splitlines()[0][:80]}")
+                if DEVICE.type == "cuda":
+                    torch.cuda.empty_cache()
                 continue
             if baseline is None:
                 baseline = (fwd, both)
             row = {"op": op, "implementation": name, "shape": shape, "forward_ms": fwd, "forward_backward_ms": both,
                    "peak_mib": peak, "speedup_forward": baseline[0] / fwd, "speedup_forward_backward": baseline[1] / both}
             results.append(row)
-            say(f"{op:<17} {name:<38} {shape:<26} {fwd:>9.3f} {both:>11.3f} {peak:>9.0f} "
+            say(f"{op:<17} {name:<42} {shape:<26} {fwd:>9.3f} {both:>11.3f} {peak:>9.0f} "
                   f"{row['speedup_forward']:>7.2f} {row['speedup_forward_backward']:>10.2f}")
-            torch.cuda.empty_cache()
-    record = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": results}
+            if DEVICE.type == "cuda":
+                torch.cuda.empty_cache()
+    record = {"gpu": device_name, "torch": torch.__version__, "rows": results}
     if args.json == "-":
         print(json.dumps(record))
     elif args.json:

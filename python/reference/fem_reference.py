@@ -267,16 +267,31 @@ def read(p, values):
     return (p * values.unsqueeze(1)).sum(2)
 
 
+def sdpa_read(x, w, c, o, values):
+    """The softmax prior's read of values [B,S,H,W] without its T x S matrix: one call of PyTorch's
+    scaled_dot_product_attention (scale 1/sqrt(dk), causal or not), as the FEM authors' layer reads its prior."""
+    q, k = query_key(x, w, c, o["heads"], o["qk"], o["rope"], o["rope_theta"])
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), values.transpose(1, 2),
+                                         is_causal=o["causal"])
+    return out.transpose(1, 2)
+
+
 def fem_reference(x, weights, prior="softmax", flags="CLTG", heads=4, budget="i", value_dim=0, qk_dim=0,
                   rope=-1, rope_theta=10000.0, beta_offset=1.8, cap=40.0, tdc_hidden=0, ssm_state=16,
-                  gate_normalizer=16.0, eps=1e-6, causal=True):
-    """x [B,T,D] -> [B,T,D]: `fem:prior=...,flags=...` on the weights (a Weights, or a dict by state_dict name)."""
+                  gate_normalizer=16.0, eps=1e-6, causal=True, read_with_sdpa=False):
+    """x [B,T,D] -> [B,T,D]: `fem:prior=...,flags=...` on the weights (a Weights, or a dict by state_dict name).
+
+    read_with_sdpa (softmax prior, cap > 0): the same layer reading [clip(v), exp(u - cap)] with one
+    scaled_dot_product_attention call instead of the explicit score matrix: the plain-PyTorch FEM-SM layer the GPU
+    benchmark times against (bench/gpu_bench.py); equal to the explicit read in float64 (test_reference_fem)."""
     w = weights if isinstance(weights, Weights) else Weights(weights)
     if set(flags) - set("CLTG"):
         raise ValueError(f"unknown flags in {flags!r}")
     C, L, Tf, G = ("C" in flags), ("L" in flags), ("T" in flags), ("G" in flags)
     if Tf and not L:
         raise ValueError("flag T needs L")
+    if read_with_sdpa and (prior != "softmax" or (L and cap <= 0)):
+        raise ValueError("read_with_sdpa reads the softmax prior with the constant shift: prior=softmax, cap > 0")
     if not causal and prior not in BIDIRECTIONAL_PRIORS:
         raise ValueError(f"prior {prior} is causal only")
     B, T, D = x.shape
@@ -303,11 +318,16 @@ def fem_reference(x, weights, prior="softmax", flags="CLTG", heads=4, budget="i"
         return pre if m is None else pre * (1 + m)
 
     v = split_heads(modulated(linear(x, w, "value"), c_v), heads)            # [B,T,H,dv]
-    s = prior_scores(prior, x, w, c_prior, o)                                  # [B,t,i,H,1|dv]
-    p = s / s.sum(2, keepdim=True).clamp_min(PRIOR_NORMALISER_FLOOR)          # eq. 26
+    if read_with_sdpa:
+        p = None
+        read_values = lambda values: sdpa_read(x, w, c_prior, o, values)     # noqa: E731
+    else:
+        s = prior_scores(prior, x, w, c_prior, o)                              # [B,t,i,H,1|dv]
+        p = s / s.sum(2, keepdim=True).clamp_min(PRIOR_NORMALISER_FLOOR)      # eq. 26
+        read_values = lambda values: read(p, values)                          # noqa: E731
 
     if not L:
-        y = read(p, v)                                                         # mu, the prior's plain read
+        y = read_values(v)                                                     # mu, the prior's plain read
     else:
         beta = F.softplus(w["beta_param"] + beta_offset) if Tf else torch.ones(d, dtype=x.dtype)
         beta = beta.reshape(heads, dv)
@@ -323,11 +343,15 @@ def fem_reference(x, weights, prior="softmax", flags="CLTG", heads=4, budget="i"
             support = causal_support(T) if causal else torch.ones(T, T, dtype=torch.bool)
             u_t = u.unsqueeze(1).expand(B, T, T, heads, dv)
             shift = u_t.masked_fill(~support.reshape(1, T, T, 1, 1), -math.inf).amax(2).detach()  # [B,T,H,dv]
-        mu = read(p, vc)
         if shift.dim():                                                        # e [B,t,i,H,dv]
+            mu = read(p, vc)
             z = (p * (u.unsqueeze(1) - shift.unsqueeze(2)).exp()).sum(2)
-        else:
+        elif p is not None:
+            mu = read(p, vc)
             z = read(p, (u - shift).exp())                                     # sum_i p_t(i) e^{u_i - cap}
+        else:                                                                  # SDPA: both streams in one read
+            both = read_values(torch.cat([vc, (u - shift).exp()], -1))
+            mu, z = both[..., :dv], both[..., dv:]
         tiny = torch.finfo(x.dtype).tiny
         free_energy = (torch.log(z.clamp_min(tiny)) + shift) / beta            # eq. 4 restored
         if Tf:

@@ -161,6 +161,30 @@ class FemAgainstReference(unittest.TestCase):
         self.compare(T=13, prior="softmax", flags="LT", rope=1, rope_theta=100.0)
         self.compare(T=13, prior="linear", flags="LTG", rope_theta=7.0, causal=False)
 
+    def test_the_sdpa_read_is_the_explicit_read(self):
+        """fem_reference(read_with_sdpa=True), the plain-PyTorch FEM-SM layer the GPU benchmark times, equals the
+        explicit score matrix's read in float64 (output and gradients), for the flag sets with and without L."""
+        generator = torch.Generator().manual_seed(7)
+        for flags, causal in (("CLTG", True), ("LT", True), ("L", False), ("CG", True)):
+            with self.subTest(flags=flags, causal=causal):
+                mixer = seqmix.Mixer(f"fem:prior=softmax,flags={flags},heads=2,causal={int(causal)}", 24, 32).double()
+                rerandomise(mixer, generator)
+                weights = {n: p.detach().clone().requires_grad_() for n, p in mixer.named_parameters()}
+                x = torch.randn(2, 9, 24, generator=generator, dtype=DTYPE, requires_grad=True)
+                options = dict(prior="softmax", flags=flags, heads=2, causal=causal)
+                explicit = ref.fem_reference(x, weights, **options)
+                sdpa = ref.fem_reference(x, weights, read_with_sdpa=True, **options)
+                assert_close(self, sdpa, explicit, "output")
+                leaves = [x] + list(weights.values())
+                g_explicit = torch.autograd.grad(explicit.sum(), leaves, allow_unused=True)
+                g_sdpa = torch.autograd.grad(sdpa.sum(), leaves, allow_unused=True)
+                for a, b in zip(g_sdpa, g_explicit):
+                    self.assertEqual(a is None, b is None)
+                    if a is not None:
+                        assert_close(self, a, b, "gradient")
+        with self.assertRaisesRegex(ValueError, "read_with_sdpa reads the softmax prior"):
+            ref.fem_reference(x.detach(), weights, prior="softmax", flags="L", heads=2, cap=0.0, read_with_sdpa=True)
+
     def test_default_conditioner_width(self):  # D = 64, H = 4: d = 32, H_c = d/16 = 2
         for prior in ("softmax", "gla", "ssm"):
             self.compare(dim=64, T=7, heads=4, prior=prior, flags="CLTG")
