@@ -8,7 +8,9 @@ row time (> 1: faster than the baseline):
   attention        seqmix.attention (auto; torch = SDPA with seqmix's semantics; naive) vs F.scaled_dot_product_attention
   fem_softmax_read seqmix.fem_softmax_read (auto) vs one SDPA call on [v, exp(beta v - cap)] (2 d_v wide), the
                    FEM authors' read, and vs one SDPA call at d_v (what the next issue's fused kernel must approach)
-  gla              seqmix.gla (auto) vs its naive twin
+  gla              seqmix.gla (auto: the chunked ATen form) vs its naive twin, per-head decay
+  gla per key      seqmix.gla (auto) with a decay per key feature at d = 128, fla's chunk_gla setting (the naive twin
+                   would hold [B,H,T,T,dk]: no baseline row)
   fem_sm / fem_gla / hyperglu layers: a seqmix.Mixer against the same layer in plain PyTorch with the same weights
                    (python/reference: FEM-SM reading both value streams with one SDPA call, as the FEM authors'
                    layer does; FEM-GLA and HyperGLU with their explicit T x T weights, as the authors' layers
@@ -167,6 +169,13 @@ def layer_rows(B, T, D, H):
     return rows
 
 
+def gla_per_key_rows(B, T, H, d):
+    q, k = leaves(*(torch.rand(B, T, H, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(2)))
+    v = leaves(torch.randn(B, T, H, d, device=DEVICE, dtype=torch.bfloat16))[0]
+    log_decay = leaves(F.logsigmoid(torch.randn(B, T, H, d, device=DEVICE)) / 16)[0]
+    return [("gla per key", "seqmix impl=auto", lambda: seqmix.gla(q, k, v, log_decay))]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
@@ -192,7 +201,8 @@ def main(argv=None):
         layer_groups.setdefault(op, []).append((op, name, fn))
     groups = [(f"B={B} T={T} H={H} d={d}", attention_rows(B, T, H, d)),
               (f"B={B} T={T} H={H} d={d}", fem_rows(B, T, H, d)),
-              (f"B={B} T={gla_T} H={H} d={d}", gla_rows(B, gla_T, H, d))] + \
+              (f"B={B} T={gla_T} H={H} d={d}", gla_rows(B, gla_T, H, d)),
+              (f"B={B} T={T} H={H} d={2 * d}", gla_per_key_rows(B, T, H, 2 * d))] + \
              [(layers, rows) for rows in layer_groups.values()]
     device_name = torch.cuda.get_device_name() if DEVICE.type == "cuda" else "CPU (dry run: no timings to read)"
     say(f"GPU: {device_name}, torch {torch.__version__}, bf16, median ms per call of 5 rounds")

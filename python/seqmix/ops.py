@@ -3,8 +3,9 @@ or ATen's for the naive twins). Tensors are float32 or float64, or bfloat16/floa
 in the input's dtype; decode states keep theirs), on the CPU or a CUDA GPU, all of one call on one device.
 Shapes use B batch, T queries, S keys (T <= S: the queries are the last T positions), H heads, dk/dv key/value
 width, C channels, N states. `impl` is "auto" (the default: the fastest implementation the inputs' device has),
-"fused" (the CPU kernel), "naive" (the readable ATen twin the tests hold the others to, on every device) or, for
-attention, "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with seqmix's semantics);
+"fused" (the CPU kernel), "naive" (the readable ATen twin the tests hold the others to, on every device), for
+attention and FEM's softmax read "torch" (PyTorch's own torch.nn.functional.scaled_dot_product_attention, with
+seqmix's semantics), or for GLA and linear attention "chunked" (ATen matrix products in chunks, any device);
 `seqmix.op_table()` lists each op's implementations per device.
 """
 import json

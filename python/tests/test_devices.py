@@ -50,8 +50,9 @@ class OnAnotherDevice(unittest.TestCase):
                 if impls:  # the naive twin is ATen: it runs everywhere
                     self.assertIn("naive", impls_on(name, "cuda"))
         # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too.
-        self.assertEqual(impls_on("gla", "cuda"), ["naive"])
+        self.assertEqual(impls_on("gla", "cuda"), ["naive", "chunked"])
         self.assertEqual(impls_on("attention", "cuda"), ["naive", "torch"])
+        self.assertEqual(impls_on("fem_softmax_read", "cuda"), ["naive", "torch"])
         self.assertEqual(impls_on("mha2nd1st_read", "cuda"), ["fused", "naive"])
 
     def test_an_implementation_a_device_lacks_is_one_line_naming_the_ones_it_has(self):
@@ -60,7 +61,7 @@ class OnAnotherDevice(unittest.TestCase):
             seqmix.gla(q, q, q, q.sum(-1), impl="fused")
         message = str(caught.exception).splitlines()[0]
         self.assertIn("gla has no impl 'fused' on meta", message)
-        self.assertIn("its impls there: auto, naive", message)
+        self.assertIn("its impls there: auto, naive, chunked", message)
 
     def test_tensors_on_two_devices_are_one_line_naming_both(self):
         q = torch.randn(1, 4, 2, 3)

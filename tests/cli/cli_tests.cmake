@@ -59,7 +59,7 @@ seqmix_cli_error(plot_missing_run "metrics.jsonl does not exist" plot ${SEQMIX_C
 # Benchmarks: bad input, then a tiny run whose JSON lines carry every field.
 seqmix_cli_error(bench_unknown_op "unknown op 'nope'; valid ops: attention, fem_softmax_read, linear_attention, gla" bench --op nope --shape 1,8,2,4,4)
 seqmix_cli_error(bench_malformed_shape "--shape expects 5 positive integers B,T,H,dk,dv for --op, got '1,8,2'" bench --op gla --shape 1,8,2)
-seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: auto, fused, naive, torch" bench --op gla --shape 1,8,2,4,4 --impl fast)
+seqmix_cli_error(bench_unknown_impl "unknown impl 'fast'; valid impls: auto, fused, naive, torch, chunked" bench --op gla --shape 1,8,2,4,4 --impl fast)
 seqmix_cli_error(bench_unknown_mixer "unknown mixer 'nope'; valid mixers: softmax" bench --model nope --shape 1,8,16)
 seqmix_cli_error(bench_conflicting_impl "--impl naive conflicts with impl=fused" bench --model gla:impl=fused --impl naive --shape 1,8,16)
 seqmix_cli_error(bench_op_and_model "exactly one of --op NAME, --model SPEC and --config FILE" bench --op gla --model gla --shape 1,8,16)

@@ -33,8 +33,16 @@ PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tenso
 PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                     const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.gla).
-constexpr ImplSet kGlaImpls = kFusedAndNaive;
+// Chunked form in ATen matrix products (src/ops/gla/chunked.cpp, derivation in README.md), any device, autograd by
+// composition: chunks of 64 positions (16 with a decay per key, whose intra-chunk weights are [chunk, chunk, dk]),
+// the intra-chunk weights with exact exp(c_t - c_i) <= 1, the inter-chunk state [B,H,dk,dv+1] carried from chunk to
+// chunk (the normaliser is the value column of ones). O(T) memory. Same outputs and gradients as gla_naive;
+// packed sequences (cu_seqlens) run once per sequence, so eager only.
+PriorRead gla_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                      const at::Tensor& cu_seqlens = {});
+
+// The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.gla).
+constexpr ImplSet kGlaImpls{Impl::fused, Impl::naive, Impl::chunked};
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens = {});
 

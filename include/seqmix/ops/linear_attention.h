@@ -55,8 +55,13 @@ ReadWithState continue_packed_scan(const PriorRead& zero_state, const at::Tensor
 PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                  const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.linear_attention).
-constexpr ImplSet kLinearAttentionImpls = kFusedAndNaive;
+// In ATen matrix products, any device (src/ops/linear_attention/chunked.cpp): causal is gla_chunked with zero decay,
+// bidirectional q (K^T V) and q . sum k. O(T) memory; packed sequences run once per sequence (eager only).
+PriorRead linear_attention_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                   const at::Tensor& cu_seqlens = {});
+
+// The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.linear_attention).
+constexpr ImplSet kLinearAttentionImpls{Impl::fused, Impl::naive, Impl::chunked};
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens = {});
 

@@ -8,8 +8,9 @@ Impl parse_impl(const std::string& name) {
   if (name == "fused") return Impl::fused;
   if (name == "naive") return Impl::naive;
   if (name == "torch") return Impl::torch;
+  if (name == "chunked") return Impl::chunked;
   if (name == "auto") return Impl::automatic;
-  throw Error("unknown impl '" + name + "'; valid impls: auto, fused, naive, torch");
+  throw Error("unknown impl '" + name + "'; valid impls: auto, fused, naive, torch, chunked");
 }
 
 std::string impl_name(Impl impl) {
@@ -17,6 +18,7 @@ std::string impl_name(Impl impl) {
     case Impl::fused: return "fused";
     case Impl::naive: return "naive";
     case Impl::torch: return "torch";
+    case Impl::chunked: return "chunked";
     case Impl::automatic: return "auto";
   }
   return "unknown";
@@ -24,7 +26,7 @@ std::string impl_name(Impl impl) {
 
 std::vector<Impl> ImplSet::list() const {
   std::vector<Impl> out;
-  for (Impl i : {Impl::fused, Impl::naive, Impl::torch})
+  for (Impl i : {Impl::fused, Impl::naive, Impl::torch, Impl::chunked})
     if (contains(i)) out.push_back(i);
   return out;
 }
@@ -46,7 +48,7 @@ ImplSet ImplSet::on(const c10::Device& device) const {
 Impl check_impl(Impl requested, const ImplSet& available, const std::string& op, const c10::Device& device) {
   const ImplSet here = available.on(device);
   if (requested == Impl::automatic) {
-    for (Impl i : {Impl::fused, Impl::torch, Impl::naive})
+    for (Impl i : {Impl::fused, Impl::torch, Impl::chunked, Impl::naive})
       if (here.contains(i)) return i;
   }
   if (here.contains(requested)) return requested;

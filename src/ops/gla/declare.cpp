@@ -12,11 +12,12 @@ namespace seqmix::ops::native {
 
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens) {
-  const bool fused = check_impl(impl, kGlaImpls, "gla", q.device()) == Impl::fused;
+  const Impl chosen = check_impl(impl, kGlaImpls, "gla", q.device());
   const auto r = causal_outputs(true, {k, v, log_decay}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
-    const PriorRead read =
-        fused ? gla_fused(qw, kw, vw, decay, w.cu_seqlens) : gla_naive(qw, kw, vw, decay, w.cu_seqlens);
+    const PriorRead read = chosen == Impl::fused     ? gla_fused(qw, kw, vw, decay, w.cu_seqlens)
+                           : chosen == Impl::chunked ? gla_chunked(qw, kw, vw, decay, w.cu_seqlens)
+                                                     : gla_naive(qw, kw, vw, decay, w.cu_seqlens);
     return std::vector<at::Tensor>{read.numerator, read.normaliser};
   });
   return {r[0], r[1]};

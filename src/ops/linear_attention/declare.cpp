@@ -11,11 +11,12 @@ namespace seqmix::ops::native {
 
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens) {
-  const bool fused = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device()) == Impl::fused;
+  const Impl chosen = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device());
   const auto r = causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
-    const PriorRead read = fused ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
-                                 : linear_attention_naive(qw, kw, vw, causal, w.cu_seqlens);
+    const PriorRead read = chosen == Impl::fused     ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
+                           : chosen == Impl::chunked ? linear_attention_chunked(qw, kw, vw, causal, w.cu_seqlens)
+                                                     : linear_attention_naive(qw, kw, vw, causal, w.cu_seqlens);
     return std::vector<at::Tensor>{read.numerator, read.normaliser};
   });
   return {r[0], r[1]};
