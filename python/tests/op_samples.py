@@ -80,5 +80,14 @@ def table_ops():
     return {op["name"]: op["impls"] for family in seqmix.op_table()["families"] for op in family["torch_ops"]}
 
 
+def impls_on(name, device):
+    """The implementations of operator `name` that run on `device` ("cpu" or "cuda"), as the op table lists them."""
+    for family in seqmix.op_table()["families"]:
+        for entry in family["torch_ops"]:
+            if entry["name"] == name:
+                return entry["impls_on"][device]
+    raise KeyError(name)
+
+
 def floating(x):
     return isinstance(x, torch.Tensor) and x.is_floating_point()

@@ -7,17 +7,9 @@ import unittest
 import torch
 
 import seqmix
-from op_samples import SAMPLES, WITHOUT_TENSOR_INPUTS, floating, ops, schema, table_ops
+from op_samples import SAMPLES, floating, impls_on, ops, table_ops
 
 torch.manual_seed(0)
-
-
-def impls_on(name, device):
-    for family in seqmix.op_table()["families"]:
-        for entry in family["torch_ops"]:
-            if entry["name"] == name:
-                return entry["impls_on"][device]
-    raise KeyError(name)
 
 
 class OnAnotherDevice(unittest.TestCase):

@@ -6,19 +6,15 @@
 
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/linear_attention.h"
+#include "scan_twins.h"
 #include "support/test_support.h"
 
 namespace seqmix {
 namespace {
 
-struct Shape {
-  int64_t B, T, H, dk, dv;
-};
-
-std::string describe(const Shape& s) {
-  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
-         std::to_string(s.dk) + " dv" + std::to_string(s.dv);
-}
+using scan_twins::describe;
+using scan_twins::Op;
+using scan_twins::Shape;
 
 constexpr auto rnd = &testing::seeded_randn;
 
@@ -27,32 +23,10 @@ torch::Tensor gate_log_decay(std::vector<int64_t> shape, uint64_t seed) {
   return torch::log_sigmoid(3.0 + 2.0 * rnd(std::move(shape), seed));
 }
 
-using Reads = std::vector<torch::Tensor>;
-using Op = std::function<ops::PriorRead(const std::vector<torch::Tensor>&)>;
-
-Reads run(const Op& op, const std::vector<torch::Tensor>& inputs, const torch::Tensor& grad_numerator,
-          const torch::Tensor& grad_normaliser, torch::ScalarType type) {
-  std::vector<torch::Tensor> leaves;
-  for (const auto& t : inputs) leaves.push_back(t.to(type).detach().clone().requires_grad_());
-  auto read = op(leaves);
-  torch::autograd::backward({read.numerator, read.normaliser}, {grad_numerator.to(type), grad_normaliser.to(type)});
-  Reads out{read.numerator, read.normaliser};
-  for (const auto& leaf : leaves) out.push_back(leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf));
-  return out;
-}
-
+// The implementation against the naive twin, with fixed random upstream gradients.
 void expect_matches(const Op& chunked, const Op& naive, const std::vector<torch::Tensor>& inputs) {
   const auto& v = inputs[2];
-  const auto grad_numerator = rnd(v.sizes().vec(), 91);
-  const auto grad_normaliser = rnd({v.size(0), v.size(1), v.size(2)}, 92);
-  const auto ref = run(naive, inputs, grad_numerator, grad_normaliser, torch::kDouble);
-  const auto f64 = run(chunked, inputs, grad_numerator, grad_normaliser, torch::kDouble);
-  const auto f32 = run(chunked, inputs, grad_numerator, grad_normaliser, torch::kFloat);
-  testing::TwinTolerances tolerances;
-  tolerances.scale_atol = true;
-  std::vector<std::string> names = {"numerator", "normaliser", "dq", "dk", "dv", "dlog_decay"};
-  names.resize(ref.size());
-  testing::expect_twins_close(ref, f64, f32, names, tolerances);
+  scan_twins::expect_matches(chunked, naive, inputs, rnd(v.sizes().vec(), 91), rnd({v.size(0), v.size(1), v.size(2)}, 92));
 }
 
 Op gla_with(bool chunked, const torch::Tensor& cu_seqlens = {}) {

@@ -6,19 +6,16 @@
 
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/linear_attention.h"
+#include "scan_twins.h"
 #include "support/test_support.h"
 
 namespace seqmix {
 namespace {
 
-struct Shape {
-  int64_t B, T, H, dk, dv;
-};
-
-std::string describe(const Shape& s) {
-  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
-         std::to_string(s.dk) + " dv" + std::to_string(s.dv);
-}
+using scan_twins::describe;
+using scan_twins::expect_matches;
+using scan_twins::Op;
+using scan_twins::Shape;
 
 constexpr auto rnd = &testing::seeded_randn;
 
@@ -26,36 +23,6 @@ constexpr auto rnd = &testing::seeded_randn;
 // chunks, a few down to -5.
 torch::Tensor gate_log_decay(const Shape& s, uint64_t seed) {
   return torch::log_sigmoid(3.0 + 2.0 * rnd({s.B, s.T, s.H}, seed));
-}
-
-// Outputs and gradients: {numerator, normaliser, dq, dk, dv[, dlog_decay]}.
-using Reads = std::vector<torch::Tensor>;
-using Op = std::function<ops::PriorRead(const std::vector<torch::Tensor>&)>;
-
-Reads run(const Op& op, const std::vector<torch::Tensor>& inputs, const torch::Tensor& grad_numerator,
-          const torch::Tensor& grad_normaliser, torch::ScalarType type) {
-  std::vector<torch::Tensor> leaves;
-  for (const auto& t : inputs) leaves.push_back(t.to(type).detach().clone().requires_grad_());
-  auto read = op(leaves);
-  torch::autograd::backward({read.numerator, read.normaliser},
-                            {grad_numerator.to(type), grad_normaliser.to(type)});
-  Reads out{read.numerator, read.normaliser};
-  for (const auto& leaf : leaves) out.push_back(leaf.grad());
-  return out;
-}
-
-// fused vs naive: fp64 within 1e-10, fp32 within 2e-4 relative; the absolute floor scales with the
-// largest entry, since the reads are sums of signed terms.
-void expect_matches(const Op& fused, const Op& naive, const std::vector<torch::Tensor>& inputs,
-                    const torch::Tensor& grad_numerator, const torch::Tensor& grad_normaliser) {
-  const auto ref = run(naive, inputs, grad_numerator, grad_normaliser, torch::kDouble);
-  const auto f64 = run(fused, inputs, grad_numerator, grad_normaliser, torch::kDouble);
-  const auto f32 = run(fused, inputs, grad_numerator, grad_normaliser, torch::kFloat);
-  testing::TwinTolerances tolerances;
-  tolerances.scale_atol = true;
-  std::vector<std::string> names = {"numerator", "normaliser", "dq", "dk", "dv", "dlog_decay"};
-  names.resize(ref.size());  // linear attention has no log_decay
-  testing::expect_twins_close(ref, f64, f32, names, tolerances);
 }
 
 const Op gla_fused_op = [](const std::vector<torch::Tensor>& x) { return ops::gla_fused(x[0], x[1], x[2], x[3]); };
