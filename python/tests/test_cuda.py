@@ -9,6 +9,7 @@ Tolerances, relative to the largest reference value (at least 1), the reference 
 float64:
 float32 2e-4 (float32 reductions on the GPU against float64), bfloat16 3e-2 (computed in float32, the outputs and
 gradients rounded to bfloat16's 8 bits once, and a few roundings inside PyTorch's bf16 kernels)."""
+import copy
 import os
 import unittest
 
@@ -16,6 +17,7 @@ import torch
 
 import seqmix
 from op_samples import SAMPLES, floating, impls_on, ops, schema, state_inputs
+from test_module_compile import MODEL_SIZES, inputs_of, model_of
 
 CUDA = torch.device("cuda")
 
@@ -147,6 +149,44 @@ class EveryMixer(unittest.TestCase):
                     steps = torch.stack([mixer.step(x[:, t], state) for t in range(9)], 1)
                 self.assertEqual(steps.device.type, "cuda")
                 torch.testing.assert_close(steps, full, atol=1e-9, rtol=1e-9)
+
+
+class EveryChannelMixerAndModel(unittest.TestCase):
+    """The registry's channel mixers and models (as test_module_compile.py builds them) on CUDA: outputs and every
+    parameter's gradient equal the CPU's, in float64 on both (a mixture of experts routes alike)."""
+
+    def compare(self, module, x):
+        def run(module, x):
+            module.zero_grad(set_to_none=True)
+            y = module(x)
+            (y.double() * torch.linspace(-1, 1, y.numel(), dtype=torch.float64, device=y.device).view(y.shape)).sum().backward()
+            return y, {n: p.grad for n, p in module.named_parameters()}
+
+        torch.manual_seed(0)
+        want, want_grads = run(module, x)
+        gpu = copy.deepcopy(module).to(CUDA)
+        got, got_grads = run(gpu, x.to(CUDA))
+        self.assertEqual(got.device.type, "cuda")
+        self.assertLess(relative_error(got, want), 1e-9)
+        for name, w in want_grads.items():
+            self.assertEqual(got_grads[name] is None, w is None, name)
+            if w is not None:
+                self.assertLess(relative_error(got_grads[name], w), 1e-9, name)
+
+    def test_every_channel_mixer(self):
+        for entry in seqmix.registry()["channel_mixers"]:
+            if entry["name"] == "none":
+                continue
+            with self.subTest(spec=entry["name"]):
+                torch.manual_seed(0)
+                self.compare(seqmix.ChannelMixer(entry["name"], 16).double(), torch.randn(2, 10, 16, dtype=torch.float64))
+
+    def test_every_model(self):
+        for name in MODEL_SIZES:
+            with self.subTest(model=name):
+                torch.manual_seed(0)
+                x = inputs_of(name)
+                self.compare(model_of(name).double(), x.double() if x.is_floating_point() else x)
 
 
 class Training(unittest.TestCase):
