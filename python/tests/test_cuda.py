@@ -126,7 +126,11 @@ class EveryOp(unittest.TestCase):
 
 class EveryMixer(unittest.TestCase):
     def mixers(self):
-        return [m["name"] for m in seqmix.registry()["mixers"]]
+        """Every registered mixer, and FEM on every prior (each reads through its own op on the GPU)."""
+        registry = seqmix.registry()["mixers"]
+        fem = next(m for m in registry if m["name"] == "fem")
+        priors = next(o for o in fem["options"] if o["key"] == "prior")["type"].split("|")
+        return [m["name"] for m in registry] + [f"fem:prior={p}" for p in priors if p != "softmax"]
 
     def test_every_mixer_on_cuda_equals_the_cpu_outputs_and_gradients(self):
         for name in self.mixers():

@@ -256,6 +256,14 @@ class EveryRegisteredMixer(unittest.TestCase):
         self.assertEqual(report["softmax"]["decode"].status, "pass")
         self.assertEqual(report["relu"]["fused=naive"].status, "n/a")
 
+    def test_an_impl_a_mixers_options_lack_is_not_a_variant(self):
+        """FEM's impl option lists fused and naive, but its delta prior has only the naive read: verify holds the
+        implementations the spec accepts (none beyond the reference here) instead of failing to build one."""
+        report = seqmix.verify_mixer("fem:prior=delta", dim=16, only=["fused=naive"])
+        self.assertEqual(report["fem:prior=delta"]["fused=naive"].status, "n/a")
+        report = seqmix.verify_mixer("fem:prior=gla", dim=16, only=["fused=naive"])
+        self.assertEqual(report["fem:prior=gla"]["fused=naive"].status, "pass")
+
     def test_a_bidirectional_memory_lobe_shows_as_non_causal(self):
         """The Memory Lobe's bidirectional option (Hyper-Link, ELA) in a one-block stack of features: the causal
         certificate fails with the leak named; with lobe=causal it passes."""
