@@ -244,7 +244,7 @@ DecodeState FemImpl::init_state(int64_t batch) const {
   FemState s;
   if (options_.conditioner) s.conditioner = conditioner->init_state(batch);
   s.prior = prior->init_state(batch, options_.lse ? 2 * head_dim_ : head_dim_);
-  s.count = torch::zeros({batch}, beta().options().dtype(torch::kLong));  // on the layer's device
+  s.count = torch::zeros({batch}, value->weight.options().dtype(torch::kLong));  // on the layer's device
   if (options_.lse && options_.cap == 0)
     s.max = torch::full({batch, options_.heads, head_dim_}, kRunningMaxStart,
                         recurrent_state_options(prior->parameters().front().options()));

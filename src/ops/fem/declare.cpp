@@ -29,7 +29,7 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
         // One SDPA call over both value streams.
         read = fem_capped_read("fem_softmax_read", vw, beta, cap,
                                [&](const at::Tensor& values) {
-                                 return softmax_attention_torch(qw, kw, values.to(qw.scalar_type()), causal, scale,
+                                 return softmax_attention_torch(qw, kw, values, causal, scale,
                                                                 mask, {});
                                }, qw.scalar_type());
         break;
