@@ -1,9 +1,6 @@
 // seqmix bench: times an op (fused and naive), a mixer, or the language model of a text config, forward and
 // forward+backward. Each case runs in a
 // child process (this binary re-executed with --child-case) so that its peak resident memory is its own.
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 #include "seqmix/dist/communicator.h"
 #include "seqmix/dist/launcher.h"
 #include "seqmix/io/atomic_file.h"
+#include "seqmix/io/child_process.h"
 #include "seqmix/io/error.h"
 #include "seqmix/ops/impl.h"
 #include "seqmix/io/runtime.h"
@@ -215,60 +213,6 @@ int run_child_case(const BenchArgs& a, const BenchPlan& plan) {
   return 0;
 }
 
-struct ChildOutput {
-  int status = 0;
-  std::string out, err;
-};
-
-// Runs this binary with args (argv[0] first), capturing its stdout and stderr.
-ChildOutput run_self(const std::vector<std::string>& args) {
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  std::vector<char*> argv;
-  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (spawned != 0) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    throw Error(std::string("cannot start /proc/self/exe for a benchmark case: ") + std::strerror(spawned));
-  }
-  ChildOutput result;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  for (int open = 2; open > 0;) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        sinks[i]->append(buffer, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open;
-      }
-    }
-  }
-  for (const auto& f : fds)
-    if (f.fd >= 0) close(f.fd);
-  while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) continue;
-  return result;
-}
-
 CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const PlannedCase& c) {
   std::vector<std::string> args = {"seqmix", "bench", "--child-case", "--shape", shape_text(plan.shape)};
   args.insert(args.end(), {"--repeats", std::to_string(a.repeats), "--warmup", std::to_string(a.warmup)});
@@ -281,13 +225,11 @@ CaseResult run_case_in_child(const BenchArgs& a, const BenchPlan& plan, const Pl
     args.insert(args.end(), {"--model", c.spec});
   }
   if (a.backward) args.push_back("--backward");
-  const ChildOutput child = run_self(args);
+  const ChildResult child = run_child("/proc/self/exe", args, {.capture_output = true});
   const std::string what = case_name(a, plan, c);
-  if (WIFSIGNALED(child.status))
-    throw Error(what + " was killed by signal " + std::to_string(WTERMSIG(child.status)) + " (" +
-                strsignal(WTERMSIG(child.status)) + ")");
+  if (WIFSIGNALED(child.status)) throw Error(what + " " + child.how_it_ended());
   const auto err_lines = split(child.err, '\n');
-  if (!WIFEXITED(child.status) || WEXITSTATUS(child.status) != 0) {
+  if (!child.succeeded()) {
     const std::string prefix = "seqmix: error: ";
     for (auto line = err_lines.rbegin(); line != err_lines.rend(); ++line)
       if (line->rfind(prefix, 0) == 0) {

@@ -62,7 +62,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-PRIORS = ("softmax", "linear", "gla", "aft", "lrnn_decay", "ssm", "delta")
+PRIORS = ("softmax", "linear", "gla", "aft", "lrnn_decay", "ssm", "delta", "ema")
 QUERY_KEY_PRIORS = ("softmax", "linear", "gla", "delta")
 BIDIRECTIONAL_PRIORS = ("softmax", "linear")
 PRIOR_NORMALISER_FLOOR = 1e-30  # the normaliser floor (src/ops prior_read.h): only an empty support meets it
@@ -174,7 +174,7 @@ def time_decay_conditioner(x, w):
 
 def prior_modulation_width(prior, heads, d, qk):
     return {"softmax": 2 * qk, "linear": 2 * qk, "gla": 2 * qk + heads, "delta": 2 * qk + heads,
-            "aft": d, "lrnn_decay": heads, "ssm": d}[prior]
+            "aft": d, "lrnn_decay": heads, "ssm": d, "ema": heads}[prior]
 
 
 def plus(pre, modulation):
@@ -224,6 +224,9 @@ def prior_scores(prior, x, w, c, o):
         return s * support
     if prior == "lrnn_decay":                                         # eq. 31
         a = log_decay_per_head(x, w, c, o["gate_normalizer"])
+        return decay_kernel(a).unsqueeze(-1)
+    if prior == "ema":                                                # gamma_h^(t-i): a learned per-head decay
+        a = -F.softplus(plus(w["prior.decay_logit"].expand(B, T, H), c))   # [B,T,H] log gamma_h (+ c)
         return decay_kernel(a).unsqueeze(-1)
     if prior == "aft":                                                # eq. 30, per channel
         keys = split_heads(plus(linear(x, w, "prior.keys"), c), H)    # [B,T,H,dv]

@@ -39,7 +39,8 @@ def _classes():
 
 def registry() -> Dict[str, list]:
     """Every registered component, as `seqmix list` shows them: {"mixers", "channel_mixers", "residuals",
-    "models"}, each a list of {"name", "meaning", "options": [{"key", "type", "default", "meaning"}]}."""
+    "models"}, each a list of {"name", "meaning", "options": [{"key", "type", "default", "meaning"} and, for a choice,
+    "choices"]}."""
     load_library()
     return json.loads(torch.ops.seqmix.registry())
 

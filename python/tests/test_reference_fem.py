@@ -96,6 +96,12 @@ class FemAgainstReference(unittest.TestCase):
                 assert_close(self, p.grad, g, f"d/d{name}")
             return y_ref
 
+    def test_the_reference_reads_every_registered_prior(self):
+        """A prior added to seqmix (src/layers/priors) needs its scores here, or none of these tests would see it."""
+        fem = next(m for m in seqmix.registry()["mixers"] if m["name"] == "fem")
+        prior = next(o for o in fem["options"] if o["key"] == "prior")
+        self.assertEqual(list(ref.PRIORS), prior["choices"])
+
     # Every prior, the full FEM (CLTG), budget i, cap 40, RoPE auto, the conditioner at H_c = 3.
     def test_every_prior_full_fem(self):
         for prior in ref.PRIORS:

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "seqmix/io/child_process.h"
 #include "seqmix/io/error.h"
 
 extern char** environ;
@@ -33,16 +33,6 @@ std::string this_program(const std::string& command) {
   if (n <= 0) throw Error(command + " --nproc: cannot find this program's path (/proc/self/exe)");
   return std::string(path, static_cast<size_t>(n));
 }
-
-std::string how_it_ended(int status) {
-  if (WIFSIGNALED(status)) {
-    const int s = WTERMSIG(status);
-    return "was killed by signal " + std::to_string(s) + " (" + strsignal(s) + ")";
-  }
-  return "exited with code " + std::to_string(WEXITSTATUS(status));
-}
-
-bool failed(int status) { return WIFSIGNALED(status) || WEXITSTATUS(status) != 0; }
 
 }  // namespace
 
@@ -73,12 +63,10 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
   } catch (const Error& e) {
     throw Error(command + " --nproc: " + e.what());
   }
-  const pid_t launcher = ::getpid();
   std::fflush(stdout);
   std::fflush(stderr);
 
-  // Everything a worker needs is built before fork: the child only calls async-signal-safe functions
-  // (this process may already run LibTorch's threads).
+  // Each worker's environment: this process's, with its rank's variables in place of any it had.
   std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc));
   for (int rank = 0; rank < nproc; ++rank) {
     auto& e = environments[static_cast<size_t>(rank)];
@@ -93,17 +81,8 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
                        "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
                        "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
   }
-  auto pointers = [](std::vector<std::string>& strings) {
-    std::vector<char*> p;
-    for (auto& s : strings) p.push_back(s.data());
-    p.push_back(nullptr);
-    return p;
-  };
-  std::vector<std::string> argument_strings = {program};
-  argument_strings.insert(argument_strings.end(), arguments.begin(), arguments.end());
-  std::vector<char*> argv = pointers(argument_strings);
-  std::vector<std::vector<char*>> envps;
-  for (auto& e : environments) envps.push_back(pointers(e));
+  std::vector<std::string> argv = {program};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
 
   // SIGINT/SIGTERM to the launcher: passed on to the workers, which then end the job themselves. The
   // previous handlers come back when the job is over (bench runs several jobs).
@@ -123,24 +102,18 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
 
   std::vector<pid_t> workers(static_cast<size_t>(nproc), -1);
   for (int rank = 0; rank < nproc; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid < 0) {
+    try {
+      // The worker dies with its launcher, even one killed with SIGKILL.
+      workers[static_cast<size_t>(rank)] =
+          start_child(program, argv,
+                      {.environment = environments[static_cast<size_t>(rank)], .die_with_parent = true,
+                       .default_signals = true})
+              .pid;
+    } catch (const Error& e) {
       for (pid_t w : workers)
         if (w > 0) ::kill(w, SIGKILL);
-      throw Error(command + " --nproc: cannot start a worker: " + std::strerror(errno));
+      throw Error(command + " --nproc: cannot start a worker: " + e.what());
     }
-    if (pid == 0) {
-      // The worker dies with its launcher, even one killed with SIGKILL.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != launcher) ::_exit(1);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::execve(program.c_str(), argv.data(), envps[static_cast<size_t>(rank)].data());
-      static const char message[] = "seqmix: error: --nproc: cannot start a worker (execve failed)\n";
-      [[maybe_unused]] const ssize_t written = ::write(2, message, sizeof message - 1);
-      ::_exit(127);
-    }
-    workers[static_cast<size_t>(rank)] = pid;
   }
 
   auto rank_of = [&](pid_t pid) {
@@ -180,8 +153,8 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
     if (rank < 0) continue;
     workers[static_cast<size_t>(rank)] = -1;
     --running;
-    if (failed(status) && first_failure.empty()) {
-      first_failure = "worker rank " + std::to_string(rank) + " of " + std::to_string(nproc) + " " + how_it_ended(status);
+    if (child_failed(status) && first_failure.empty()) {
+      first_failure = "worker rank " + std::to_string(rank) + " of " + std::to_string(nproc) + " " + how_child_ended(status);
       if (running > 0) {
         stop_the_others(SIGTERM);
         stopped_others = true;

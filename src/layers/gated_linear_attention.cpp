@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "priors/prior.h"
+#include "priors/decayed_linear.h"
 #include "seqmix/io/error.h"
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
@@ -20,8 +20,7 @@ GatedLinearAttentionImpl::GatedLinearAttentionImpl(const GatedLinearAttentionOpt
   PriorConfig c;
   c.rope = options.rope;
   c.rope_theta = options.rope_theta;
-  c.gate_normalizer = options.gate_normalizer;
-  c.per_key_decay = options.per_key;
+  c.own = DecayOptions{options.gate_normalizer, options.per_key};
   c.eps = options.eps;
   c.impl = options.impl;
   c.feature = options.feature;

@@ -458,8 +458,11 @@ std::string registry_json() {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& info : infos) {
       nlohmann::json options = nlohmann::json::array();
-      for (const auto& o : info.options)
-        options.push_back({{"key", o.key}, {"type", o.type_name()}, {"default", o.default_value}, {"meaning", o.meaning}});
+      for (const auto& o : info.options) {
+        nlohmann::json option = {{"key", o.key}, {"type", o.type_name()}, {"default", o.default_value}, {"meaning", o.meaning}};
+        if (!o.choices.empty()) option["choices"] = o.choices;  // a choice's allowed values
+        options.push_back(option);
+      }
       list.push_back({{"name", info.name}, {"meaning", info.meaning}, {"options", options}});
     }
     return list;

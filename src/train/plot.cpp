@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "seqmix/io/atomic_file.h"
+#include "seqmix/io/child_process.h"
 #include "seqmix/io/error.h"
 
 namespace seqmix {
@@ -145,15 +146,11 @@ void plot_runs(const std::vector<std::string>& run_dirs, const std::string& png_
       "unset multiplot\n";
   const fs::path script_path = tmp / "plot.gp";
   write_file_atomically(script_path.string(), script);
-  const std::string command = "gnuplot " + quoted(script_path.string()) + " 2>" + quoted((tmp / "gnuplot.err").string());
-  const int status = std::system(command.c_str());
-  std::string err;
-  if (fs::exists(tmp / "gnuplot.err")) err = read_file((tmp / "gnuplot.err").string());
-  if (status != 0) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-      throw Error("plot: gnuplot is not installed (apt-get install gnuplot-nox)");
-    throw Error("plot: gnuplot failed writing " + png_path + ": " + gnuplot_messages(err, script_path.string(), status));
-  }
+  if (find_program("gnuplot").empty()) throw Error("plot: gnuplot is not installed (apt-get install gnuplot-nox)");
+  const ChildResult gnuplot = run_child("gnuplot", {"gnuplot", script_path.string()}, {.capture_output = true});
+  if (!gnuplot.succeeded())
+    throw Error("plot: gnuplot failed writing " + png_path + ": " +
+                gnuplot_messages(gnuplot.err, script_path.string(), gnuplot.status));
 }
 
 }  // namespace seqmix

@@ -10,7 +10,7 @@
 #include "seqmix/layers/energy_mixer.h"
 #include "seqmix/layers/second_order_attention.h"
 #include "seqmix/modules/rotary.h"
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 #include "seqmix/models/registry.h"
 #include "support/test_support.h"
 

@@ -3,6 +3,8 @@
 // mixer contract test.)
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "seqmix/io/error.h"
 #include "seqmix/layers/fem.h"
 #include "seqmix/layers/gated_linear_attention.h"
@@ -45,8 +47,28 @@ void zero_lambda(FemImpl& m) {
   m.lambda_proj->bias.fill_(-1e4);
 }
 
+// The ema prior (src/layers/priors/ema.cpp) starts its heads at half-lives 1 ... ema_half_life tokens, log-uniformly,
+// and reads the normalised moving average sum_i gamma^(t-i) v_i / sum_i gamma^(t-i) (no conditioner, plain read).
+TEST(Fem, EmaPriorStartsAtItsHalfLivesAndReadsTheNormalisedMovingAverage) {
+  auto m = fem("fem:prior=ema,heads=4,ema_half_life=8,flags=", 16);
+  const auto theta = params(*m).at("prior.decay_logit");
+  const auto half_life = std::log(2.0) / torch::softplus(theta);
+  EXPECT_CLOSE(half_life, torch::tensor({1.0, 2.0, 4.0, 8.0}, torch::kDouble), 1e-5, 1e-6);
+  auto x = rnd({2, 7, 16}, 5);
+  // The read by its definition: per head, weights gamma_h^(t-i) over i <= t, normalised.
+  const auto v = torch::nn::functional::linear(x, m->value->weight, m->value->bias).view({2, 7, 4, -1});
+  const auto log_gamma = -torch::softplus(theta);  // [H]
+  const auto t = torch::arange(7, torch::kDouble);
+  const auto lag = t.view({7, 1}) - t.view({1, 7});  // [t,i]
+  auto w = (lag.unsqueeze(-1) * log_gamma).exp() * (lag >= 0).unsqueeze(-1);  // [t,i,H]
+  w = w / w.sum(1, true);
+  const auto read = torch::einsum("tih,bihd->bthd", {w, v}).flatten(2);
+  const auto expected = torch::nn::functional::linear(read, m->output->weight, m->output->bias);
+  EXPECT_CLOSE(m->forward(x), expected, 1e-10, 1e-12);
+}
+
 TEST(Fem, LambdaZeroWithoutGateIsThePlainReadOfEveryPrior) {
-  for (const char* prior : {"softmax", "linear", "gla", "aft", "lrnn_decay", "ssm"}) {
+  for (const std::string& prior : fem_prior_names()) {
     SCOPED_TRACE(prior);
     auto lt = fem(std::string("fem:flags=LT,prior=") + prior);
     auto plain = fem(std::string("fem:flags=,prior=") + prior);

@@ -3,8 +3,10 @@
 // input gradients, batch 1 and T = 1, packed sequences (cu_seqlens) each mixed as if alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
+#include "seqmix/layers/fem.h"
 #include "seqmix/models/registry.h"
 #include "support/test_support.h"
 
@@ -18,7 +20,7 @@ struct MixerCase {
 void PrintTo(const MixerCase& c, std::ostream* os) { *os << c.spec << " (width " << c.dim << ")"; }
 
 std::vector<MixerCase> causal_cases() {
-  return {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"softmax:impl=torch", 16},
+  std::vector<MixerCase> cases = {{"softmax", 16},        {"softmax:rope=0,heads=2", 16}, {"softmax:heads=3", 24}, {"softmax:impl=torch", 16},
           {"relu", 16},
           {"relu:rope=0,heads=1", 12}, {"linear", 16},            {"linear:feature=elu,rope=1", 16},
           {"ela", 16},            {"ela:kernel=sum_sq_euclidean,heads=2", 16},
@@ -47,6 +49,14 @@ std::vector<MixerCase> causal_cases() {
           {"energy:local=huber,optimizer=nesterov,steps=2,delta=0.5", 8},
           {"energy:local=lp,p=3,heads=2", 8},
           {"energy:local=half_sq_distance,optimizer=newton_taylor,steps=2,heads=2", 8}};
+  // FEM on every registered prior, so a new prior keeps the contract without a line here.
+  for (const auto& prior : fem_prior_names()) {
+    const std::string spec = "fem:prior=" + prior;
+    if (std::none_of(cases.begin(), cases.end(), [&](const MixerCase& c) { return c.spec == spec; }))
+      cases.push_back({spec, 16});
+  }
+  cases.push_back({"fem:prior=ema,ema_half_life=4,cap=0", 16});
+  return cases;
 }
 
 std::vector<MixerCase> bidirectional_cases() {

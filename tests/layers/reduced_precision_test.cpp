@@ -17,6 +17,7 @@
 
 #include "seqmix/models/language_model.h"
 #include "seqmix/models/model_factory.h"
+#include "seqmix/layers/fem.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/tasks/task.h"
 #include "seqmix/train/precision.h"
@@ -140,7 +141,8 @@ std::vector<std::string> mixer_specs() {
   for (const auto& info : mixer_infos()) specs.push_back(info.name);
   // Not prior=delta: its signed weights' normaliser crosses zero and its read reaches 1e27 at initialisation in any
   // precision (docs/fem.md), so no tolerance relative to float32 means anything; the delta mixer is swept.
-  for (const std::string prior : {"linear", "gla", "aft", "lrnn_decay", "ssm"}) specs.push_back("fem:prior=" + prior);
+  for (const std::string& prior : fem_prior_names())
+    if (prior != "softmax" && prior != "delta") specs.push_back("fem:prior=" + prior);  // softmax: FEM's default
   specs.push_back("fem:cap=0");  // the running-max path of the softmax prior
   return specs;
 }

@@ -4,7 +4,7 @@
 // step equals a direct solve, and its first-order Taylor form is the MHA2nd1st read with c = 1/T.
 #include <gtest/gtest.h>
 
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 #include "support/test_support.h"
 
 namespace seqmix {
@@ -51,6 +51,15 @@ TEST(SecondOrderRead, LightLinearFormEqualsExplicitCovariance) {
       [](const auto& t) { return ops::mha2nd1st_read(t[0], t[1], t[2], t[3], true); },
       {rnd({1, 4, 2, 3}, 12).requires_grad_(), rnd({1, 4, 2, 3}, 13).requires_grad_(),
        (torch::rand({2}, torch::kDouble) + 1).requires_grad_(), rnd({2}, 14).requires_grad_()}));
+  // The naive twins (naive.cpp), by finite differences too.
+  EXPECT_TRUE(testing::gradcheck(
+      [](const auto& t) { return ops::light2nd1st_read_covariance(t[0], t[1], t[2], 0.7, t[3], true); },
+      {rnd({1, 4, 2, 3}, 15).requires_grad_(), rnd({1, 4, 2, 3}, 16).requires_grad_(), rnd({1, 4, 2, 2}, 17).requires_grad_(),
+       rnd({2}, 18).requires_grad_()}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const auto& t) { return ops::mha2nd1st_read_covariance(t[0], t[1], t[2], t[3], false); },
+      {rnd({1, 4, 2, 3}, 19).requires_grad_(), rnd({1, 4, 2, 3}, 20).requires_grad_(),
+       (torch::rand({2}, torch::kDouble) + 1).requires_grad_(), rnd({2}, 21).requires_grad_()}));
 }
 
 // One head: F(z) = -T log sum_i exp(-||W1 z - k_i||^2 / (2T)), z in R^d, W1 [dh, d], keys [N, dh].

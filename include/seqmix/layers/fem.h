@@ -10,6 +10,8 @@
 // code differs.
 #include <torch/nn/modules/linear.h>
 
+#include <any>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -36,8 +38,9 @@ struct FemOptions {
   double beta_offset = 1.8;       // beta = softplus(param + offset), param initialised to 0
   double cap = 40.0;              // |beta v| <= cap (0 = no cap; the read then tracks running maxima)
   int64_t tdc_hidden = 0;         // conditioner width H_c; 0 = d/16
-  int64_t ssm_state = 16;
-  double gate_normalizer = 16.0;  // gla / lrnn_decay: log decay = logsigmoid(.) / gate_normalizer
+  // Each prior's own options struct by prior name (declared in src/layers/priors/<prior>.cpp; a spec's prior
+  // options such as ssm_state or gate_normalizer read into it); a prior not named here takes its defaults.
+  std::map<std::string, std::any> prior_options;
   double eps = 1e-6;              // ReLU + eps features; gate RMS floor
   bool bias = true;
   bool causal = true;
@@ -47,8 +50,11 @@ struct FemOptions {
 // The priors FEM reads through (src/layers/priors): softmax, linear, gla, aft, lrnn_decay, ssm, ...
 std::vector<std::string> fem_prior_names();
 
-// Parses "CLTG"-style flags into the four switches; throws Error on unknown letters or T without L.
+// Parses "CLTG"-style flags into the four switches; throws Error on unknown letters.
 void parse_fem_flags(const std::string& flags, FemOptions& options);
+// Every rule across FEM's options, in one place (the spec's check and the constructor): heads, T needs L, the cap's
+// range, the implementations the cap allows. Throws Error naming the option.
+void check_fem_options(const FemOptions& options);
 std::string fem_flags(const FemOptions& options);
 
 // The widths a budget gives: d (value, all heads) and the query/key width (all heads).

@@ -1,5 +1,5 @@
 #pragma once
-// The energy paper's Newton-inspired attentions (§3.2; ops/second_order_attention.h for the reads).
+// The energy paper's Newton-inspired attentions (§3.2; ops/second_order.h for the reads).
 //
 // MHA2nd1st: per head, r_h = M_h (u_h + b_h) with the range-space pseudo-inverse
 // M_h = W_Q,h^T (W_Q,h W_Q,h^T)^-1 (computed once per forward; gradients flow through the solve), then

@@ -61,15 +61,22 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
 }  // namespace native
 
 // The free-energy read through any prior that is linear in its values, the one FEM's layer (forward and
-// decode step) and the fem_*_read operators all run: one read of the values [clip(v), exp(u - shift)],
-// u = beta clip(v), stacked on the last axis, then mu = E_p[clip(v)] and F = (log max(z, tiny) + shift) / beta
-// from z = E_p[exp(u - shift)]. values: fem_scale_values of v [...,W] (any layout the read takes); beta, shift
-// and support broadcast against v; support (bool, or undefined for all) sets exp(u - shift) to 0 where false.
+// decode step) and the fem_*_read operators all run: the values scaled and clipped once (scale: fem_scale_values,
+// u = beta clip(v)), one read of [clip(v), exp(u - shift)] stacked on the last axis, then mu = E_p[clip(v)] and
+// F = (log max(z, tiny) + shift) / beta from z = E_p[exp(u - shift)].
+//   v       [..., channels]: any layout the read takes; beta has the shape of v's trailing channel axes ([H,dv] for
+//           v [B,T,H,dv] or [B,H,dv], [C] for v [B,T,C]).
+//   shift   shift_of(u) (broadcast against v), or the constant cap where shift_of is empty (cap > 0).
+//   support bool, broadcast against v, or undefined for all: sets exp(u - shift) to 0 where false.
 // The read runs in read_type (float64 where exp(u - shift) reaches exp(-2 cap): its products with small
-// weights leave float32's range), and mu and F come back in v's type.
+// weights leave float32's range), and mu and F come back in v's type. `scale` is the dispatched op for layers;
+// operators, which run inside the dispatcher, pass native::fem_scale_values.
 using ValueRead = std::function<at::Tensor(const at::Tensor& values)>;
-FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, const at::Tensor& shift,
-                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read);
+using ShiftOf = std::function<at::Tensor(const at::Tensor& scaled)>;
+using ScaleValues = FemValues (*)(const at::Tensor& v, const at::Tensor& beta, double cap);
+FemRead fem_free_energy_read(const at::Tensor& v, const at::Tensor& beta, double cap, const ShiftOf& shift_of,
+                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read,
+                             ScaleValues scale = &fem_scale_values);
 
 // What the fem_<prior>_read operators compute, as the FEM layer does with a value cap: fem_free_energy_read of
 // v with the constant shift cap, in float64. v [B,T,H,dv] (per-head priors) or [B,T,C] (per-channel priors),

@@ -44,12 +44,32 @@ ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, 
                                   const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
                                   const at::Tensor& cu_seqlens = {});
 
+// The selective-SSM prior's normalised read (FEM paper §2.3.3 (iv), Prop. 2.9): S value streams in each of G groups
+// read through one scan, each channel's weights the scan's impulse response plus the skip D, normalised by the same
+// scan of an all-ones stream: one scan over [values, ones]. The FEM layer's ssm prior (G = heads, c = dv) and the
+// fem_ssm_read operator (G = 1, c = C) both read through it.
+//   delta [B,T,G*c] > 0; A [G*c,N] < 0; b, c [B,T,N] >= 0; D [G*c] or undefined (no skip); mask [B,T] bool or
+//   undefined (the stream of ones is 0 at padding). In a decode step the same tensors without T.
+struct SsmPriorParameters {
+  at::Tensor delta, A, b, c, D, mask;
+};
+// values [B,T,G,S,c] -> E_p[values] [B,T,G,S,c] = numerator / max(normaliser, floor), in the values' type.
+at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
+                               const at::Tensor& cu_seqlens = {});
+// One decode step: values_t [B,G,S,c] -> [B,G,S,c]; state [B,G*(S+1)*c,N] (channels ordered group, stream, c; the
+// last stream of each group is the ones) is updated.
+at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParameters& prior_t, double floor,
+                               at::Tensor& state);
+
 namespace native {
 // What the operators run: the chosen implementation, and the recurrent step's kernel.
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
 at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
                     const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
+// ssm_normalised_read on native::ssm_scan, for operators (which run inside the dispatcher).
+at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
+                               const at::Tensor& cu_seqlens = {});
 }  // namespace native
 
 }  // namespace seqmix::ops

@@ -11,7 +11,7 @@
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
 #include "seqmix/ops/attention.h"
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 #include "../../ops/common/padding.h"  // causal_outputs: non-finite tokens stay causal
 #include "query_preimage.h"
 

@@ -11,7 +11,7 @@
 #include "seqmix/modules/heads.h"
 #include "seqmix/modules/init.h"
 #include "seqmix/modules/rotary.h"
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 
 namespace seqmix {
 

@@ -2,6 +2,7 @@
 
 #include "seqmix/layers/mixer_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -52,7 +53,6 @@ void parse_fem_flags(const std::string& flags, FemOptions& o) {
                     "; flags are C (conditioner), L (log-sum-exp read), T (temperature learning), G (outer gate)");
     }
   }
-  if (o.temperature && !o.lse) throw Error("mixer fem: flag T (temperature learning) needs L (the log-sum-exp read)");
 }
 
 std::string fem_flags(const FemOptions& o) {
@@ -77,11 +77,21 @@ struct FemImpl::Projected {
   PriorInputs prior;
 };
 
-FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), options_(o) {
+void check_fem_options(const FemOptions& o) {
   if (o.heads < 1) throw Error("mixer fem: heads must be >= 1");
   if (o.temperature && !o.lse) throw Error("mixer fem: flag T (temperature learning) needs L (the log-sum-exp read)");
   if (o.cap < 0 || o.cap > ops::kMaxConstantShiftCap)
     throw Error("mixer fem: cap must be 0 (off) or in (0, 43] so exp(-2 cap) stays representable in fp32");
+  // Only an explicit fused asks for a kernel that cap=0's streaming read cannot use (auto is fused otherwise).
+  if (o.impl == ops::Impl::fused && o.lse && o.cap == 0 && o.causal)
+    throw Error("mixer fem: impl=fused needs a value cap > 0 (cap=0 always runs the step-by-step streaming read)");
+  if (o.impl.value_or(ops::Impl::fused) == ops::Impl::fused && o.lse && o.prior == "softmax" &&
+      o.cap > ops::kFemFusedMaxCap)
+    throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
+}
+
+FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), options_(o) {
+  check_fem_options(o);
   widths_ = fem_widths(o);
   if (o.raw_values) {
     if (o.value_dim > 0 && o.value_dim != o.dim)
@@ -109,9 +119,8 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
   pc.qk_head_dim = has_qk ? widths_.qk / o.heads : 0;
   pc.rope = rope;
   pc.rope_theta = o.rope_theta;
-  pc.gate_normalizer = o.gate_normalizer;
   pc.eps = o.eps;
-  pc.ssm_state = o.ssm_state;
+  if (const auto own = o.prior_options.find(o.prior); own != o.prior_options.end()) pc.own = own->second;
   pc.bias = o.bias;
   pc.causal = o.causal;
   if (o.impl && !declared.impls.contains(*o.impl))
@@ -212,24 +221,23 @@ torch::Tensor FemImpl::run(const torch::Tensor& input, const torch::Tensor& mask
   const auto b = beta();
   if (auto fused = prior->fused_free_energy_read(p.v, b, options_.cap, p.prior))
     return combine(fused->mean, fused->free_energy, p);
-  const auto scaled = ops::fem_scale_values(p.v.flatten(2), b, options_.cap);
-  const ops::FemValues values{scaled.clipped.view(p.v.sizes()), scaled.scaled.view(p.v.sizes())};
-  torch::Tensor shift, support;
-  if (options_.cap > 0) {
-    shift = torch::scalar_tensor(options_.cap, values.scaled.options());
-  } else {  // bidirectional: one shift per channel over the whole (real) support
+  // cap > 0: the constant shift cap. cap = 0 (bidirectional): one shift per channel over the whole real support.
+  ops::ShiftOf shift_of;
+  torch::Tensor support;
+  if (options_.cap == 0) {
     if (mask.defined()) support = mask.view({mask.size(0), mask.size(1), 1, 1});
-    const auto& u = values.scaled;
-    const auto minus_inf = torch::full_like(u, -std::numeric_limits<double>::infinity());
-    shift = (support.defined() ? torch::where(support, u, minus_inf) : u).amax(1, /*keepdim=*/true).detach();
-    shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
+    shift_of = [&support](const torch::Tensor& u) {
+      const auto minus_inf = torch::full_like(u, -std::numeric_limits<double>::infinity());
+      const auto shift = (support.defined() ? torch::where(support, u, minus_inf) : u).amax(1, /*keepdim=*/true).detach();
+      return torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
+    };
   }
   // The read runs in fp64: with a constant shift e can be as small as exp(-2 cap), and its products with
   // small prior weights, and their reciprocals in the backward pass, leave fp32's range. (The fused
   // softmax read of the fused impl tracks running maxima instead and stays in fp32.)
   const PriorInputs wide = p.prior.to(torch::kDouble);
-  const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, torch::kDouble,
-                                           [&](const torch::Tensor& w) { return prior->read(w, wide); });
+  const auto r = ops::fem_free_energy_read(p.v, b.view({options_.heads, head_dim_}), options_.cap, shift_of, support,
+                                           torch::kDouble, [&](const torch::Tensor& w) { return prior->read(w, wide); });
   return combine(r.mean, r.free_energy, p);
 }
 
@@ -271,27 +279,27 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
     y = combine(prior->step_in_float32(v, p.prior, fem.prior).unsqueeze(1), {}, p);
   } else {
     const auto b = beta();
-    const auto scaled = ops::fem_scale_values(v.flatten(1), b, options_.cap);
-    const ops::FemValues values{scaled.clipped.view(v.sizes()), scaled.scaled.view(v.sizes())};
-    torch::Tensor shift, support;
-    if (options_.cap > 0) {
-      shift = torch::scalar_tensor(options_.cap, values.scaled.options());
-    } else {
+    ops::ShiftOf shift_of;
+    torch::Tensor support;
+    if (options_.cap == 0) {
       // Running max per channel; the state's exp-branch is rescaled to it, so the shift stays exact.
-      const auto old_max = fem.max;
-      auto new_max = torch::maximum(old_max, values.scaled.detach());
-      if (mask_t.defined()) new_max = torch::where(mask_t.view({-1, 1, 1}), new_max, old_max);
-      prior->rescale(fem.prior, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
-      fem.max = new_max;
-      shift = new_max;
       if (mask_t.defined()) support = mask_t.view({-1, 1, 1});
+      shift_of = [&](const torch::Tensor& u) {
+        const auto old_max = fem.max;
+        auto new_max = torch::maximum(old_max, u.detach());
+        if (mask_t.defined()) new_max = torch::where(support, new_max, old_max);
+        prior->rescale(fem.prior, head_dim_, 2 * head_dim_, (old_max - new_max).exp());
+        fem.max = new_max;
+        return new_max;
+      };
     }
     // In float32 at least, the prior's inputs too: exp(u - shift) reaches exp(-2 cap), below float16's range, and
     // F = (log z + shift) / beta needs z to far better than bfloat16's 8 bits (log z is -shift + beta v).
     const auto read_type = torch::promote_types(v.scalar_type(), torch::kFloat);
     const PriorInputs in_t = p.prior.to(read_type);
-    const auto r = ops::fem_free_energy_read(values, b.view({options_.heads, head_dim_}), shift, support, read_type,
-                                             [&](const torch::Tensor& w) { return prior->step(w, in_t, fem.prior); });
+    const auto r =
+        ops::fem_free_energy_read(v, b.view({options_.heads, head_dim_}), options_.cap, shift_of, support, read_type,
+                                  [&](const torch::Tensor& w) { return prior->step(w, in_t, fem.prior); });
     y = combine(r.mean.unsqueeze(1), r.free_energy.unsqueeze(1), p);
   }
   state.position += 1;
@@ -305,15 +313,40 @@ void place_fem(const MixerContext& context, FemOptions& o) {
 }
 Mixer make_fem(const FemOptions& o) { return std::make_shared<FemImpl>(o); }
 
-// The impl option against the read it would run.
-void check_fem(const FemOptions& o) {
-  // Only an explicit fused asks for a kernel that cap=0's streaming read cannot use (auto is fused otherwise).
-  if (o.impl == ops::Impl::fused && o.lse && o.cap == 0 && o.causal)
-    throw Error("mixer fem: impl=fused needs a value cap > 0 (cap=0 always runs the step-by-step streaming read)");
-  if (o.impl.value_or(ops::Impl::fused) == ops::Impl::fused && o.lse && o.prior == "softmax" &&
-      o.cap > ops::kFemFusedMaxCap)
-    throw Error("mixer fem: the fused softmax read supports cap <= 40 (float32 range); set cap <= 40 or impl=naive");
+// The options every prior declares in its own file, each key once (in the priors' listing order), as FEM's: a value
+// reads into the options struct of each prior that declares its key (FemOptions::prior_options).
+std::vector<Field<FemOptions>> prior_option_fields() {
+  std::vector<Field<FemOptions>> fields;
+  std::vector<std::string> keys;
+  for (const auto& prior : prior_declarations())
+    for (const auto& info : prior.options) {
+      if (std::find(keys.begin(), keys.end(), info.key) != keys.end()) continue;
+      keys.push_back(info.key);
+      std::vector<const PriorDeclaration*> declaring;
+      for (const auto& other : prior_declarations())
+        for (const auto& same : other.options)
+          if (same.key == info.key) {
+            if (same.default_value != info.default_value || same.type != info.type)
+              throw std::logic_error("prior option " + info.key + ": priors " + prior.name + " and " + other.name +
+                                     " declare it differently");
+            declaring.push_back(&other);
+          }
+      fields.push_back(Field<FemOptions>::custom(info, [declaring](const Options& o, FemOptions& out) {
+        for (const PriorDeclaration* p : declaring) out.prior_options[p->name] = p->read_options(o);
+      }));
+    }
+  return fields;
 }
+
+// FEM's fields with the priors' options after `after` (where FEM's own list had them).
+std::vector<Field<FemOptions>> with_prior_options(std::vector<Field<FemOptions>> fields, const std::string& after) {
+  auto at = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.info.key == after; });
+  if (at == fields.end()) throw std::logic_error("mixer fem: no option " + after);
+  const auto prior_fields = prior_option_fields();
+  fields.insert(at + 1, prior_fields.begin(), prior_fields.end());
+  return fields;
+}
+
 }  // namespace
 
 const MixerDeclaration& fem_mixer_declaration() {
@@ -323,7 +356,7 @@ const MixerDeclaration& fem_mixer_declaration() {
       MixerDeclarationOf<O>{
           .name = "fem",
           .meaning = "Free Energy Mixer: a per-channel free-energy (log-sum-exp) read on a selection prior",
-          .fields =
+          .fields = with_prior_options(
               {Field<O>::choice("prior", &O::prior, fem_prior_names(), "selection prior p_t"),
                Field<O>::custom(OptionInfo::text("flags", fem_flags(O{}),
                                                  "modules: C conditioner, L log-sum-exp read, T temperature learning, "
@@ -341,8 +374,6 @@ const MixerDeclaration& fem_mixer_declaration() {
                Field<O>::real("cap", &O::cap, "value cap |beta v| <= cap (0 = off: exact running maxima instead)", 0.0,
                               43.0),
                Field<O>::integer("tdc_hidden", &O::tdc_hidden, "conditioner width H_c (0 = d/16)", 0),
-               Field<O>::integer("ssm_state", &O::ssm_state, "state size of the ssm prior", 1),
-               Field<O>::real("gate_normalizer", &O::gate_normalizer, "gla/lrnn_decay log decay divisor", 1e-6),
                Field<O>::real("eps", &O::eps, "feature offset (ReLU+eps) and gate RMS floor", 0.0),
                Field<O>::flag("bias", &O::bias, "biases in the projections"),
                Field<O>::flag("causal", &O::causal, "causal, or bidirectional (softmax and linear priors)"),
@@ -351,9 +382,10 @@ const MixerDeclaration& fem_mixer_declaration() {
                                  {"naive", MaybeImpl(ops::Impl::naive)}},
                                 "fused kernels (the softmax prior's one-pass mu+F read, cap <= 40) or the naive reads; "
                                 "auto: fused, except that cap=0 (causal) streams step by step")},
+              "tdc_hidden"),
           .place = place_fem,
           .make = make_fem,
-          .check = check_fem,
+          .check = check_fem_options,
           .reads_raw_values = true}
           .erase();
   return declaration;

@@ -18,13 +18,13 @@ class AftPrior : public PriorImpl {
   int64_t modulation_width() const override { return config_.heads * config_.value_head_dim; }
   PriorInputs prepare(const at::Tensor& x, const at::Tensor& m, const at::Tensor& mask, const Positions&) override {
     PriorInputs in;
-    in.keys = split_heads(plus_modulation(keys_(x), m), config_.heads);
+    in.own["keys"] = split_heads(plus_modulation(keys_(x), m), config_.heads);
     in.mask = mask;
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
     const int64_t n = values.size(-1) / config_.value_head_dim;
-    const auto keys = tile_streams(in.keys, n).flatten(2), flat = values.flatten(2);
+    const auto keys = tile_streams(in.input("keys"), n).flatten(2), flat = values.flatten(2);
     return ops::normalised_read(ops::aft(keys, flat, in.mask, config_.impl), config_.floor).view(values.sizes());
   }
   std::any init_state(int64_t batch, int64_t width) const override {
@@ -33,7 +33,7 @@ class AftPrior : public PriorImpl {
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     const int64_t n = values_t.size(-1) / config_.value_head_dim;
     auto& s = state_of<ops::AftState>(state);
-    auto r = ops::aft_step(tile_streams(in.keys.squeeze(1), n).flatten(1), values_t.flatten(1), s,
+    auto r = ops::aft_step(tile_streams(in.input("keys").squeeze(1), n).flatten(1), values_t.flatten(1), s,
                            in.mask.defined() ? in.mask.squeeze(1) : at::Tensor());
     return ops::normalised_read(r, config_.floor).squeeze(1).view(values_t.sizes());
   }
@@ -50,8 +50,15 @@ class AftPrior : public PriorImpl {
 
 }  // namespace
 
-Prior make_aft_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<AftPrior>(config, home);
+PriorDeclaration aft_prior() {
+  return PriorDeclarationOf<NoPriorOptions>{
+      .name = "aft",
+      .has_query_key = false,
+      .meaning = "AFT / LRNN-softmax: exp(per-channel key logits), causal running max",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<AftPrior>(config, home);
+      }}
+      .erase();
 }
 
 }  // namespace seqmix

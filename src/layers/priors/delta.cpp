@@ -41,17 +41,17 @@ class DeltaPrior : public LinearStatePrior {
     auto b = at::sigmoid(plus_modulation(write_(x), modulation_slice(m, 2 * config_.heads * config_.qk_head_dim,
                                                                       config_.heads)));  // [B,T,H]
     if (mask.defined()) b = b * mask.to(b.scalar_type()).unsqueeze(-1);
-    in.write = b;
+    in.own["write"] = b;
     in.values = p.values;
     in.mask = mask;
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::delta_rule(in.q, in.k, values, in.write, config_.impl));
+    return finish(ops::delta_rule(in.q, in.k, values, in.input("write"), config_.impl));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);
-    return finish(ops::delta_rule_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.write.squeeze(1), s))
+    return finish(ops::delta_rule_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.input("write").squeeze(1), s))
         .squeeze(1);
   }
 
@@ -66,8 +66,16 @@ class DeltaPrior : public LinearStatePrior {
 
 }  // namespace
 
-Prior make_delta_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<DeltaPrior>(config, home);
+PriorDeclaration delta_prior() {
+  return PriorDeclarationOf<NoPriorOptions>{
+      .name = "delta",
+      .has_query_key = true,
+      .meaning = "the delta rule (DeltaNet), read normalised by its read of ones",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<DeltaPrior>(config, home);
+      },
+      .impls = ops::ImplSet{ops::Impl::naive}}
+      .erase();
 }
 
 }  // namespace seqmix

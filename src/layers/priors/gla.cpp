@@ -12,7 +12,7 @@ namespace {
 
 class GlaPrior : public DecayedLinearPrior {
  public:
-  GlaPrior(const PriorConfig& c, torch::nn::Module& home) : DecayedLinearPrior(c) {
+  GlaPrior(const PriorConfig& c, torch::nn::Module& home) : DecayedLinearPrior(c, own_options<DecayOptions>(c)) {
     auto& where = c.layout == QueryKeyLayout::packed ? home : *this;
     qk_.create(where, c);
     create_decay(where);
@@ -31,7 +31,7 @@ class GlaPrior : public DecayedLinearPrior {
     in.k = apply_feature_map(p.k, config_.feature, config_.eps);
     if (!config_.normalize) in.q = in.q / std::sqrt(static_cast<double>(config_.qk_head_dim));
     if (mask.defined()) in.k = in.k * mask.to(in.k.scalar_type()).view({mask.size(0), mask.size(1), 1, 1});
-    in.log_decay = log_decay(x, modulation_slice(m, 2 * config_.heads * config_.qk_head_dim, decay_width()), mask);
+    in.own["log_decay"] = log_decay(x, modulation_slice(m, 2 * config_.heads * config_.qk_head_dim, decay_width()), mask);
     in.values = p.values;
     in.mask = mask;
     return in;
@@ -47,8 +47,16 @@ class GlaPrior : public DecayedLinearPrior {
 
 }  // namespace
 
-Prior make_gla_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<GlaPrior>(config, home);
+PriorDeclaration gla_prior() {
+  return PriorDeclarationOf<DecayOptions>{
+      .name = "gla",
+      .has_query_key = true,
+      .meaning = "linear attention with a data-dependent decay per head",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<GlaPrior>(config, home);
+      },
+      .fields = {decay_option_fields()}}
+      .erase();
 }
 
 }  // namespace seqmix

@@ -45,8 +45,15 @@ class LinearPrior : public LinearStatePrior {
 
 }  // namespace
 
-Prior make_linear_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<LinearPrior>(config, home);
+PriorDeclaration linear_prior() {
+  return PriorDeclarationOf<NoPriorOptions>{
+      .name = "linear",
+      .has_query_key = true,
+      .meaning = "normalised linear attention, ReLU + eps features",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<LinearPrior>(config, home);
+      }}
+      .erase();
 }
 
 }  // namespace seqmix

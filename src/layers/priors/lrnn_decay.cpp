@@ -7,7 +7,7 @@ namespace {
 
 class LrnnDecayPrior : public DecayedLinearPrior {
  public:
-  LrnnDecayPrior(const PriorConfig& c, torch::nn::Module& home) : DecayedLinearPrior(c) { create_decay(*this); }
+  LrnnDecayPrior(const PriorConfig& c, torch::nn::Module& home) : DecayedLinearPrior(c, own_options<DecayOptions>(c)) { create_decay(*this); }
   std::string name() const override { return "lrnn_decay"; }
   int64_t modulation_width() const override { return config_.heads; }
   PriorInputs prepare(const at::Tensor& x, const at::Tensor& m, const at::Tensor& mask, const Positions&) override {
@@ -15,7 +15,7 @@ class LrnnDecayPrior : public DecayedLinearPrior {
     in.q = at::ones({x.size(0), x.size(1), config_.heads, 1}, x.options());
     in.k = mask.defined() ? mask.to(x.scalar_type()).view({x.size(0), x.size(1), 1, 1}).expand_as(in.q).contiguous()
                           : in.q;
-    in.log_decay = log_decay(x, m, mask);
+    in.own["log_decay"] = log_decay(x, m, mask);
     in.mask = mask;
     return in;
   }
@@ -27,8 +27,16 @@ class LrnnDecayPrior : public DecayedLinearPrior {
 
 }  // namespace
 
-Prior make_lrnn_decay_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<LrnnDecayPrior>(config, home);
+PriorDeclaration lrnn_decay_prior() {
+  return PriorDeclarationOf<DecayOptions>{
+      .name = "lrnn_decay",
+      .has_query_key = false,
+      .meaning = "the decay of GLA alone: exp(sum of per-head log decays)",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<LrnnDecayPrior>(config, home);
+      },
+      .fields = {decay_option_fields()}}
+      .erase();
 }
 
 }  // namespace seqmix

@@ -4,9 +4,37 @@
 
 namespace seqmix {
 
+const at::Tensor& PriorInputs::input(const std::string& name) const {
+  const auto found = own.find(name);
+  if (found == own.end()) throw std::logic_error("prior inputs: no input '" + name + "' (the prior's prepare names it)");
+  return found->second;
+}
+
+namespace {
+// f applied to every per-token tensor of `in` (mask included, cu_seqlens not).
+template <class F>
+PriorInputs each_input(const PriorInputs& in, F f) {
+  PriorInputs out;
+  out.q = f(in.q);
+  out.k = f(in.k);
+  out.mask = f(in.mask);
+  out.values = f(in.values);
+  out.cu_seqlens = in.cu_seqlens;
+  for (const auto& [name, t] : in.own) out.own[name] = f(t);
+  return out;
+}
+}  // namespace
+
 PriorInputs PriorInputs::to(at::ScalarType type) const {
-  auto cast = [type](const at::Tensor& t) { return t.defined() ? t.to(type) : t; };
-  return {cast(q), cast(k), cast(log_decay), cast(keys), cast(delta), cast(b), cast(c), mask, cast(values), cast(write), cu_seqlens};
+  return each_input(*this, [type](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() != at::kBool ? t.to(type) : t;
+  });
+}
+
+PriorInputs PriorInputs::at_position(int64_t t) const {
+  PriorInputs at_t = each_input(*this, [t](const at::Tensor& x) { return x.defined() ? x.narrow(1, t, 1) : x; });
+  at_t.cu_seqlens = at::Tensor();
+  return at_t;
 }
 
 namespace {
@@ -25,12 +53,7 @@ at::Tensor PriorImpl::step_in_float32(const at::Tensor& values_t, const PriorInp
 
 at::Tensor PriorImpl::prefill(const at::Tensor& values, const PriorInputs& in, std::any& state) {
   std::vector<at::Tensor> ys;
-  for (int64_t t = 0; t < values.size(1); ++t) {
-    auto at_t = [t](const at::Tensor& x) { return x.defined() ? x.narrow(1, t, 1) : x; };
-    const PriorInputs in_t{at_t(in.q), at_t(in.k), at_t(in.log_decay), at_t(in.keys),   at_t(in.delta),
-                           at_t(in.b), at_t(in.c), at_t(in.mask),      at_t(in.values), at_t(in.write)};
-    ys.push_back(step(values.select(1, t), in_t, state));
-  }
+  for (int64_t t = 0; t < values.size(1); ++t) ys.push_back(step(values.select(1, t), in.at_position(t), state));
   return at::stack(ys, 1);
 }
 

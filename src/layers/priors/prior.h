@@ -9,13 +9,16 @@
 
 #include <any>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "seqmix/io/error.h"
+#include "seqmix/layers/mixer_spec.h"
 #include "seqmix/modules/decode_state.h"
 #include "seqmix/modules/feature_map.h"
 #include "seqmix/ops/fem.h"
@@ -36,13 +39,13 @@ struct PriorConfig {
   int64_t qk_head_dim = 0;     // queries and keys (0 for priors without them)
   bool rope = false;
   double rope_theta = 10000.0;
-  double gate_normalizer = 16.0;  // gla, lrnn_decay: log decay = logsigmoid(.) / gate_normalizer
-  bool per_key_decay = false;     // gla: a decay per key feature [B,T,H,dk] (the GLA paper's gates), else per head
   double eps = 1e-6;              // feature offset (ReLU + eps)
-  int64_t ssm_state = 16;
   bool bias = true;
   bool causal = true;
   ops::Impl impl = ops::Impl::automatic;
+  // The prior's own options: the options struct its file declares (PriorDeclarationOf<O>::fields), or empty for its
+  // defaults. FEM fills it from its spec; a baseline mixer that sets one builds the struct itself.
+  std::any own;
   // What the baseline mixers set differently from FEM.
   QueryKeyLayout layout = QueryKeyLayout::separate;
   bool raw_values = false;                       // packed: qkv projects q and k only (the values are the inputs)
@@ -60,17 +63,19 @@ using Positions = std::variant<int64_t, at::Tensor>;
 
 // Per-position prior parameters. T = 1 when decoding.
 struct PriorInputs {
-  at::Tensor q, k;       // [B,T,H,dk]: softmax raw (after RoPE); linear/gla feature-mapped
-  at::Tensor log_decay;  // [B,T,H] (gla, lrnn_decay) or [B,T,H,dk] (gla per_key_decay)
-  at::Tensor keys;       // [B,T,H,dv] per-channel key logits (aft)
-  at::Tensor delta;      // [B,T,H,dv] step sizes (ssm)
-  at::Tensor b, c;       // [B,T,N] (ssm)
-  at::Tensor mask;       // [B,T] bool, or undefined
-  at::Tensor values;     // packed layout: the value projection [B,T,H,dv] (the third part of qkv)
-  at::Tensor write;      // [B,T,H] write strengths in (0, 1) (delta)
+  at::Tensor q, k;        // [B,T,H,dk] (priors with queries and keys): softmax raw (after RoPE); linear/gla feature-mapped
+  at::Tensor mask;        // [B,T] bool, or undefined
+  at::Tensor values;      // packed layout: the value projection [B,T,H,dv] (the third part of qkv)
   at::Tensor cu_seqlens;  // int64 [S+1]: B = 1 holds packed sequences, each read alone (reads_packed priors only)
+  // The prior's own per-token inputs by name, each [B,T,...] (decays, step sizes, key logits, write strengths): a
+  // prior names its own in its file, and casting and slicing in time treat them all alike.
+  std::map<std::string, at::Tensor> own;
+  // own[name]; a missing name is a bug in the prior (std::logic_error naming it).
+  const at::Tensor& input(const std::string& name) const;
   // The same inputs in another floating-point type (the mask stays bool).
   PriorInputs to(at::ScalarType type) const;
+  // Position t of every per-token input, [B,1,...] (cu_seqlens is left out).
+  PriorInputs at_position(int64_t t) const;
 };
 
 class PriorImpl : public torch::nn::Module {
@@ -127,18 +132,56 @@ class PriorImpl : public torch::nn::Module {
 };
 using Prior = std::shared_ptr<PriorImpl>;
 
+// A prior's own options struct O from its config (PriorConfig::own), O's defaults where the config left it empty.
+template <class O>
+O own_options(const PriorConfig& config) {
+  if (!config.own.has_value()) return O{};
+  if (const auto* o = std::any_cast<O>(&config.own)) return *o;
+  throw std::logic_error("a prior config holds another prior's options (PriorConfig::own)");
+}
+
 // [..., dv] -> [..., n*dv]: per-channel prior parameters shared by the n value streams ([v, e] or [v, e, 1]).
 at::Tensor tile_streams(const at::Tensor& t, int64_t n);
 
-// A prior's declaration: its name, whether it has queries and keys (RoPE applies), its meaning, how to make it,
-// and the implementations its op has. `home` is where packed projections go (the mixer); separate ones go in the prior itself.
+// A prior's declaration, written in its own file (src/layers/priors/<prior>.cpp) and listed once in priors.cpp:
+// its name, whether it has queries and keys (RoPE applies), its meaning, how to make it, the implementations its op
+// has, and its own options. `home` is where packed projections go (the mixer); separate ones go in the prior itself.
 struct PriorDeclaration {
   std::string name;
   bool has_query_key = false;
   std::string meaning;
-  Prior (*make)(const PriorConfig& config, torch::nn::Module& home);
+  Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
   ops::ImplSet impls = ops::kFusedAndNaive;  // what its op has (auto picks among them per device)
+  // The options FEM's spec takes for this prior (fem:prior=ssm,ssm_state=8), and how validated options read into
+  // its options struct (PriorConfig::own); no options: no read.
+  std::vector<OptionInfo> options;
+  std::function<std::any(const Options&)> read_options;
 };
+
+// A prior's declaration on its options struct O: `fields` bind each option to a field of O (its default is O{}'s).
+template <class O>
+struct PriorDeclarationOf {
+  std::string name;
+  bool has_query_key = false;
+  std::string meaning;
+  Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
+  ops::ImplSet impls = ops::kFusedAndNaive;
+  std::vector<Field<O>> fields = {};
+
+  PriorDeclaration erase() const {
+    PriorDeclaration d{name, has_query_key, meaning, make, impls, {}, {}};
+    for (const auto& f : fields) d.options.push_back(f.info);
+    if (!fields.empty())
+      d.read_options = [fields = fields](const Options& o) -> std::any {
+        O options;
+        for (const auto& f : fields) f.read(o, options);
+        return options;
+      };
+    return d;
+  }
+};
+// A prior without options of its own.
+struct NoPriorOptions {};
 
 // The key-value machinery of the softmax prior (q/k projection, cache, block prefill) with another read of its
 // cache: the attention mixers that are not softmax (relu, light2nd1st). attend(q, k, v, causal, key_mask).

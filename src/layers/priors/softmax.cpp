@@ -94,8 +94,15 @@ class KeyValuePrior : public PriorImpl {
 
 }  // namespace
 
-Prior make_softmax_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<KeyValuePrior>(config, home, "softmax", AttendFn());
+PriorDeclaration softmax_prior() {
+  return PriorDeclarationOf<NoPriorOptions>{
+      .name = "softmax",
+      .has_query_key = true,
+      .meaning = "softmax(q k^T / sqrt(dk)) over the visible keys",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<KeyValuePrior>(config, home, "softmax", AttendFn());
+      }}
+      .erase();
 }
 
 Prior make_key_value_prior(const PriorConfig& config, torch::nn::Module& home, const std::string& name, AttendFn attend) {

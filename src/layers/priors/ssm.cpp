@@ -12,14 +12,18 @@
 namespace seqmix {
 namespace {
 
+struct SsmPriorOptions {
+  int64_t ssm_state = 16;  // N, the scan's state size per channel
+};
+
 struct SsmPriorState {
   at::Tensor h;  // [B, H*(W+dv), N]: the scan's state for the value streams and the stream of ones
 };
 
 class SsmPrior : public PriorImpl {
  public:
-  SsmPrior(const PriorConfig& c, torch::nn::Module&) : PriorImpl(c) {
-    const int64_t E = c.heads * c.value_head_dim, N = c.ssm_state;
+  SsmPrior(const PriorConfig& c, torch::nn::Module&) : PriorImpl(c), state_size_(own_options<SsmPriorOptions>(c).ssm_state) {
+    const int64_t E = c.heads * c.value_head_dim, N = state_size_;
     delta_ = make_linear(*this, "delta", c.dim, E, true);
     input_b_ = make_linear(*this, "input_b", c.dim, N, c.bias);
     output_c_ = make_linear(*this, "output_c", c.dim, N, c.bias);
@@ -35,74 +39,69 @@ class SsmPrior : public PriorImpl {
   int64_t modulation_width() const override { return config_.heads * config_.value_head_dim; }
   PriorInputs prepare(const at::Tensor& x, const at::Tensor& m, const at::Tensor& mask, const Positions&) override {
     PriorInputs in;
-    in.delta = split_heads(torch::softplus(plus_modulation(delta_(x), m)), config_.heads);
-    if (mask.defined()) in.delta = in.delta * mask.to(in.delta.scalar_type()).view({mask.size(0), mask.size(1), 1, 1});
-    in.b = torch::softplus(input_b_(x));
-    in.c = torch::softplus(output_c_(x));
+    auto delta = split_heads(torch::softplus(plus_modulation(delta_(x), m)), config_.heads);
+    if (mask.defined()) delta = delta * mask.to(delta.scalar_type()).view({mask.size(0), mask.size(1), 1, 1});
+    in.own["delta"] = delta;
+    in.own["b"] = torch::softplus(input_b_(x));
+    in.own["c"] = torch::softplus(output_c_(x));
     in.mask = mask;
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    const int64_t n = values.size(-1) / config_.value_head_dim, B = values.size(0), T = values.size(1);
-    auto ones = torch::ones({B, T, config_.heads, config_.value_head_dim}, values.options());
-    if (in.mask.defined()) ones = ones * in.mask.to(ones.scalar_type()).view({B, T, 1, 1});
-    // One scan over [values, ones]: the numerator of every stream and the shared normaliser.
-    auto u = torch::cat({values, ones}, -1).flatten(2);
-    auto delta = tile_streams(in.delta, n + 1).flatten(2);
-    const auto type = values.scalar_type();
-    const auto A = tiled_A(n + 1).to(type);
-    auto y = ops::ssm_scan(u, delta, A, in.b, in.c, config_.impl) + u * tiled_D(n + 1).to(type);
-    return normalised(y.view({B, T, config_.heads, (n + 1) * config_.value_head_dim}), n);
+    const auto streams = by_stream(values);
+    return ops::ssm_normalised_read(streams, parameters(in, 1), config_.floor, config_.impl).view(values.sizes());
   }
   std::any init_state(int64_t batch, int64_t width) const override {
     return SsmPriorState{
-        torch::zeros({batch, config_.heads * (width + config_.value_head_dim), config_.ssm_state},
+        torch::zeros({batch, config_.heads * (width + config_.value_head_dim), state_size_},
                      recurrent_state_options(A_param.options()))};
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<SsmPriorState>(state);
-    const int64_t n = values_t.size(-1) / config_.value_head_dim, B = values_t.size(0);
-    auto ones = torch::ones({B, config_.heads, config_.value_head_dim}, values_t.options());
-    if (in.mask.defined()) ones = ones * in.mask.to(ones.scalar_type()).view({B, 1, 1});
-    auto u = torch::cat({values_t, ones}, -1).flatten(1);
-    auto delta = tile_streams(in.delta.squeeze(1), n + 1).flatten(1);
-    // A and D in the values' dtype: the step returns the dtype of its first reduced-precision input, and FEM's
-    // decode reads the exponential branch in float32.
-    const auto type = values_t.scalar_type();
-    auto y = ops::ssm_step(u, delta, tiled_A(n + 1).to(type), in.b.squeeze(1), in.c.squeeze(1), s.h) +
-             u * tiled_D(n + 1).to(type);
-    return normalised(y.view({B, config_.heads, (n + 1) * config_.value_head_dim}), n);
+    const auto streams = by_stream(values_t);
+    return ops::ssm_normalised_step(streams, parameters(in, 0), config_.floor, s.h).view(values_t.sizes());
   }
   void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) override {
     auto& s = state_of<SsmPriorState>(state);
     auto h = s.h.clone();
-    h.view({h.size(0), config_.heads, -1, config_.ssm_state}).narrow(2, begin, end - begin).mul_(factor.unsqueeze(-1));
+    h.view({h.size(0), config_.heads, -1, state_size_}).narrow(2, begin, end - begin).mul_(factor.unsqueeze(-1));
     s.h = h;
   }
   at::Tensor A_param, D_param;
 
  private:
-  // [..., H, (n+1) dv]: the n numerators over the normaliser (the last dv channels of each head).
-  at::Tensor normalised(const at::Tensor& parts, int64_t n) const {
-    auto num = parts.narrow(-1, 0, n * config_.value_head_dim);
-    auto den = tile_streams(parts.narrow(-1, n * config_.value_head_dim, config_.value_head_dim), n);
-    return num / den.clamp_min(config_.floor);
+  // values [..., H, n*dv] -> [..., H, n, dv]: the n value streams of each head.
+  at::Tensor by_stream(const at::Tensor& values) const {
+    auto shape = values.sizes().vec();
+    shape.back() = values.size(-1) / config_.value_head_dim;
+    shape.push_back(config_.value_head_dim);
+    return values.view(shape);
   }
-  // A [E,N] -> per head tiled over n streams [H*n*dv, N]
-  at::Tensor tiled_A(int64_t n) const {
-    auto A = -torch::softplus(A_param).view({config_.heads, config_.value_head_dim, config_.ssm_state});
-    return A.repeat({1, n, 1}).flatten(0, 1);
+  // The scan's parameters, per channel [..., H*dv]; `time` is 1 for a read [B,T,...], 0 for a step [B,1,...] -> [B,...].
+  ops::SsmPriorParameters parameters(const PriorInputs& in, int64_t time) const {
+    auto now = [time](const at::Tensor& t) { return time || !t.defined() ? t : t.squeeze(1); };
+    const auto delta = now(in.input("delta"));
+    return {delta.flatten(delta.dim() - 2), -torch::softplus(A_param), now(in.input("b")), now(in.input("c")),
+            torch::softplus(D_param),
+            now(in.mask)};
   }
-  at::Tensor tiled_D(int64_t n) const {
-    return tile_streams(torch::softplus(D_param).view({config_.heads, config_.value_head_dim}), n).flatten();
-  }
+  int64_t state_size_;
   torch::nn::Linear delta_{nullptr}, input_b_{nullptr}, output_c_{nullptr};
 };
 
 }  // namespace
 
-Prior make_ssm_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<SsmPrior>(config, home);
+PriorDeclaration ssm_prior() {
+  return PriorDeclarationOf<SsmPriorOptions>{
+      .name = "ssm",
+      .has_query_key = false,
+      .meaning = "selective SSM impulse response, normalised by the scan of ones",
+      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
+        return std::make_shared<SsmPrior>(config, home);
+      },
+      .fields = {Field<SsmPriorOptions>::integer("ssm_state", &SsmPriorOptions::ssm_state, "state size of the ssm prior",
+                                                 1)}}
+      .erase();
 }
 
 }  // namespace seqmix

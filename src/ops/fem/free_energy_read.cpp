@@ -19,18 +19,22 @@ at::Tensor smallest_normal(const at::Tensor& t) {
 
 }  // namespace
 
-FemRead fem_free_energy_read(const FemValues& values, const at::Tensor& beta, const at::Tensor& shift,
-                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read) {
+FemRead fem_free_energy_read(const at::Tensor& v, const at::Tensor& beta, double cap, const ShiftOf& shift_of,
+                             const at::Tensor& support, at::ScalarType read_type, const ValueRead& read,
+                             ScaleValues scale) {
+  // Sizes as SymInts: the Meta kernel runs this code under torch.compile with symbolic shapes.
+  const FemValues flat = scale(v.flatten(v.dim() - beta.dim()), beta.flatten(), cap);
+  const auto clipped = flat.clipped.view_symint(v.sym_sizes()), scaled = flat.scaled.view_symint(v.sym_sizes());
+  const at::Tensor shift = shift_of ? shift_of(scaled) : at::scalar_tensor(cap, v.options().dtype(at::kDouble));
   // In read_type: u - shift lies in [-2 cap, 0], where bfloat16's spacing (0.25 at 40) would erase u.
-  auto exponent = values.scaled.to(read_type) - shift.to(read_type);
+  auto exponent = scaled.to(read_type) - shift.to(read_type);
   if (support.defined())
     exponent = at::where(support, exponent, at::full_like(exponent, -std::numeric_limits<double>::infinity()));
-  const auto r = read(at::cat({values.clipped.to(read_type), exponent.exp()}, -1));
-  const int64_t width = values.clipped.size(-1);
-  const auto mean = r.narrow(-1, 0, width), z = r.narrow(-1, width, width);
+  const auto r = read(at::cat({clipped.to(read_type), exponent.exp()}, -1));
+  const auto width = clipped.sym_size(-1);
+  const auto mean = r.narrow_symint(-1, 0, width), z = r.narrow_symint(-1, width, width);
   const auto free_energy = (at::maximum(z, smallest_normal(z)).log() + shift.to(read_type)) / beta.to(read_type);
-  const auto type = values.clipped.scalar_type();
-  return {mean.to(type), free_energy.to(type)};
+  return {mean.to(v.scalar_type()), free_energy.to(v.scalar_type())};
 }
 
 FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& beta, double cap, const ValueRead& read,
@@ -38,15 +42,12 @@ FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& b
   TORCH_CHECK(v.dim() == 3 || v.dim() == 4, op, ": v must be [B,T,H,dv] or [B,T,C] (got ", v.sizes(), ")");
   TORCH_CHECK(cap > 0 && cap <= kMaxConstantShiftCap, op, ": cap must be in (0, ", kMaxConstantShiftCap, "] (got ",
               cap, ")");
-  // Sizes as SymInts: the Meta kernel runs this code under torch.compile with symbolic shapes.
   const auto channel_shape = v.sym_sizes().slice(2);  // [H,dv] or [C]
   const c10::SymInt channels = c10::multiply_integers(channel_shape);
   TORCH_SYM_CHECK(beta.sym_numel().sym_eq(channels), op, ": beta must have ", channels,
                   " entries, one per value channel (got ", beta.sym_sizes(), ")");
-  const FemValues flat = native::fem_scale_values(v.flatten(2), beta.reshape_symint({channels}), cap);
-  const FemValues values{flat.clipped.view_symint(v.sym_sizes()), flat.scaled.view_symint(v.sym_sizes())};
-  return fem_free_energy_read(values, beta.reshape_symint(channel_shape),
-                              at::scalar_tensor(cap, v.options().dtype(at::kDouble)), {}, read_type, read);
+  return fem_free_energy_read(v, beta.reshape_symint(channel_shape), cap, {}, {}, read_type, read,
+                              &native::fem_scale_values);
 }
 
 }  // namespace seqmix::ops

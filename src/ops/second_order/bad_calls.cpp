@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "../common/bad_call_support.h"
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 
 namespace seqmix::ops {
 using namespace bad_call_support;

@@ -4,7 +4,7 @@
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/op_table.h"
-#include "seqmix/ops/second_order_attention.h"
+#include "seqmix/ops/second_order.h"
 
 namespace seqmix::ops::native {
 

@@ -48,17 +48,12 @@ TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const a
                            c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read", v.device());
+  const SsmPriorParameters prior{delta, A, b, c, or_undefined(D), {}};
   const FemRead r = fem_capped_read("fem_ssm_read", v, beta, cap, [&](const at::Tensor& values) {
-    const auto type = values.scalar_type();
-    // One scan over [values (2C), ones (C)]: the two numerators and the shared normaliser.
-    const auto u = at::cat({values, at::ones_like(v, values.options())}, -1);
-    const auto tile = [](const at::Tensor& t, int64_t dim) { return at::cat({t, t, t}, dim); };
-    auto y = native::ssm_scan(u, tile(delta.to(type), -1), tile(A.to(type), 0), b.to(type), c.to(type), chosen,
-                              or_undefined(cu_seqlens));
-    if (D.has_value()) y = y + u * tile(D->to(type), 0);
-    const int64_t C = v.size(-1);
-    const auto den = y.narrow(-1, 2 * C, C);
-    return y.narrow(-1, 0, 2 * C) / at::cat({den, den}, -1).clamp_min(kPriorNormaliserFloor);
+    // [B,T,2C] as one group of two streams [B,T,1,2,C]: both read through one scan with the stream of ones.
+    const auto streams = values.view({values.size(0), values.size(1), 1, 2, v.size(-1)});
+    return native::ssm_normalised_read(streams, prior, kPriorNormaliserFloor, chosen, or_undefined(cu_seqlens))
+        .view(values.sizes());
   });
   return {r.mean, r.free_energy};
 }

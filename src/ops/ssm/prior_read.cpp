@@ -1,0 +1,88 @@
+// The selective-SSM prior's normalised read, parallel and step by step (include/seqmix/ops/ssm.h): the one place
+// that tiles the prior's parameters over the value streams and the stream of ones, adds the skip term and divides.
+#include <ATen/ATen.h>
+
+#include "seqmix/ops/ssm.h"
+
+namespace seqmix::ops {
+namespace {
+
+// A per-channel tensor [..., G*c] -> [..., G*(S+1)*c]: the same entry for each of a group's S+1 streams.
+at::Tensor per_stream(const at::Tensor& t, int64_t groups, int64_t streams) {
+  auto sizes = t.sizes().vec();
+  const int64_t c = sizes.back() / groups;
+  sizes.back() = groups;
+  sizes.push_back(1);
+  sizes.push_back(c);
+  auto expanded = sizes;
+  expanded[expanded.size() - 2] = streams;
+  auto out = t.reshape(sizes).expand(expanded);
+  return out.flatten(static_cast<int64_t>(out.dim()) - 3);
+}
+
+// A [G*c, N] -> [G*(S+1)*c, N].
+at::Tensor per_stream_A(const at::Tensor& A, int64_t groups, int64_t streams) {
+  return per_stream(A.t(), groups, streams).t().contiguous();
+}
+
+// [values, ones] on the stream axis: [..., G, S, c] -> [..., G, S+1, c]; the ones are 0 where mask is false.
+at::Tensor with_ones(const at::Tensor& values, const at::Tensor& mask) {
+  auto ones_shape = values.sizes().vec();
+  ones_shape[ones_shape.size() - 2] = 1;
+  auto ones = at::ones(ones_shape, values.options());
+  if (mask.defined()) {
+    auto shape = mask.sizes().vec();
+    shape.insert(shape.end(), 3, 1);
+    ones = ones * mask.to(values.scalar_type()).view(shape);
+  }
+  return at::cat({values, ones}, -2);
+}
+
+// y [..., G, S+1, c] (the scan of every stream) -> the S numerators over the normaliser.
+at::Tensor normalised(const at::Tensor& y, int64_t streams, double floor) {
+  return y.narrow(-2, 0, streams) / y.narrow(-2, streams, 1).clamp_min(floor);
+}
+
+template <at::Tensor (*scan)(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                              const at::Tensor&, Impl, const at::Tensor&)>
+at::Tensor normalised_read_on(const at::Tensor& values, const SsmPriorParameters& p, double floor, Impl impl,
+                              const at::Tensor& cu_seqlens) {
+  TORCH_CHECK(values.dim() == 5, "ssm_normalised_read: values must be [B,T,G,S,c] (got ", values.sizes(), ")");
+  const int64_t G = values.size(2), S = values.size(3);
+  const auto type = values.scalar_type();
+  const auto parts = with_ones(values, p.mask);  // [B,T,G,S+1,c]
+  const auto u = parts.flatten(2);
+  auto y = scan(u, per_stream(p.delta.to(type), G, S + 1).contiguous(), per_stream_A(p.A.to(type), G, S + 1),
+                p.b.to(type), p.c.to(type), impl, cu_seqlens);
+  if (p.D.defined()) y = y + u * per_stream(p.D.to(type), G, S + 1);
+  return normalised(y.view(parts.sizes()), S, floor);
+}
+
+}  // namespace
+
+at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
+                               const at::Tensor& cu_seqlens) {
+  return normalised_read_on<&ssm_scan>(values, prior, floor, impl, cu_seqlens);
+}
+
+at::Tensor native::ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor,
+                                       Impl impl, const at::Tensor& cu_seqlens) {
+  return normalised_read_on<&native::ssm_scan>(values, prior, floor, impl, cu_seqlens);
+}
+
+at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParameters& p, double floor,
+                               at::Tensor& state) {
+  TORCH_CHECK(values_t.dim() == 4, "ssm_normalised_step: values_t must be [B,G,S,c] (got ", values_t.sizes(), ")");
+  const int64_t G = values_t.size(1), S = values_t.size(2);
+  // A, D and the rest in the values' type: the step returns the dtype of its first reduced-precision input, and
+  // FEM's decode reads the exponential branch in float32.
+  const auto type = values_t.scalar_type();
+  const auto parts = with_ones(values_t, p.mask);  // [B,G,S+1,c]
+  const auto u = parts.flatten(1);
+  auto y = ssm_step(u, per_stream(p.delta.to(type), G, S + 1).contiguous(), per_stream_A(p.A.to(type), G, S + 1),
+                    p.b.to(type), p.c.to(type), state);
+  if (p.D.defined()) y = y + u * per_stream(p.D.to(type), G, S + 1);
+  return normalised(y.view(parts.sizes()), S, floor);
+}
+
+}  // namespace seqmix::ops
