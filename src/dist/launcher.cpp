@@ -34,6 +34,25 @@ std::string this_program(const std::string& command) {
   return std::string(path, static_cast<size_t>(n));
 }
 
+// Each worker's environment: this process's, with its rank's variables (torchrun's names) in place of any it had.
+std::vector<std::vector<std::string>> worker_environments(int nproc, const std::string& port) {
+  std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc));
+  for (int rank = 0; rank < nproc; ++rank) {
+    auto& e = environments[static_cast<size_t>(rank)];
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string text(*entry);
+      const std::string name = text.substr(0, text.find('='));
+      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "LOCAL_WORLD_SIZE" &&
+          name != "MASTER_ADDR" && name != "MASTER_PORT" && name != "TORCHELASTIC_USE_AGENT_STORE")
+        e.push_back(text);
+    }
+    e.insert(e.end(), {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                       "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
+                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
+  }
+  return environments;
+}
+
 }  // namespace
 
 // The kernel picks the port for a socket bound to port 0; the caller binds it moments later.
@@ -66,21 +85,7 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
   std::fflush(stdout);
   std::fflush(stderr);
 
-  // Each worker's environment: this process's, with its rank's variables in place of any it had.
-  std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc));
-  for (int rank = 0; rank < nproc; ++rank) {
-    auto& e = environments[static_cast<size_t>(rank)];
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      const std::string text(*entry);
-      const std::string name = text.substr(0, text.find('='));
-      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "LOCAL_WORLD_SIZE" &&
-          name != "MASTER_ADDR" && name != "MASTER_PORT" && name != "TORCHELASTIC_USE_AGENT_STORE")
-        e.push_back(text);
-    }
-    e.insert(e.end(), {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                       "WORLD_SIZE=" + std::to_string(nproc), "LOCAL_WORLD_SIZE=" + std::to_string(nproc),
-                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
-  }
+  const std::vector<std::vector<std::string>> environments = worker_environments(nproc, port);
   std::vector<std::string> argv = {program};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
 

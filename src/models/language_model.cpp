@@ -9,37 +9,29 @@
 
 namespace seqmix {
 
-const ComponentInfo& language_model_info() {
-  static const ComponentInfo info{
-      "lm",
-      "GPT-style stack: embedding, N x [norm, mixer, norm, channel mixer], final norm, head",
-      {OptionInfo::integer("dim", 128, "model width", 1),
-       OptionInfo::integer("layers", 2, "number of blocks", 1, 4096),
-       OptionInfo::text("channel", "swiglu", "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
-       OptionInfo::choice("norm", "rms", {"rms", "layer"}, "normalisation layers"),
-       OptionInfo::text("residual", "prenorm", "residual scheme"),
-       OptionInfo::flag("final_norm", true, "normalise before the head"),
-       OptionInfo::flag("tie", false, "tie the output head to the token embedding"),
-       OptionInfo::flag("head_bias", true, "bias in the output head"),
-       OptionInfo::choice("pos", "none", {"none", "learned"}, "absolute position embedding"),
-       OptionInfo::real("dropout", 0.0, "dropout on the embeddings while training (zoology: 0.1)", 0.0, 0.999999)}};
-  return info;
+std::vector<Field<LanguageModelOptions>> language_model_fields() {
+  using O = LanguageModelOptions;
+  return {Field<O>::integer("dim", &O::dim, "model width", 1),
+          Field<O>::integer("layers", &O::layers, "number of blocks", 1, 4096),
+          Field<O>::spec("channel", &O::channel_mixer,
+                         "channel mixer of every block: swiglu, mlp, moe (a spec, e.g. (moe:experts=4)) or none"),
+          Field<O>::choice("norm", &O::norm, std::vector<std::string>{"rms", "layer"}, "normalisation layers"),
+          Field<O>::spec("residual", &O::residual, "residual scheme"),
+          Field<O>::flag("final_norm", &O::final_norm, "normalise before the head"),
+          Field<O>::flag("tie", &O::tie_embeddings, "tie the output head to the token embedding"),
+          Field<O>::flag("head_bias", &O::head_bias, "bias in the output head"),
+          Field<O>::choice("pos", &O::position, std::vector<std::string>{"none", "learned"},
+                           "absolute position embedding"),
+          Field<O>::real("dropout", &O::embedding_dropout, "dropout on the embeddings while training (zoology: 0.1)",
+                         0.0, 0.999999)};
 }
 
 void apply_model_spec(const std::string& spec, LanguageModelOptions& o) {
   const Spec parsed = Spec::parse(spec);
   if (parsed.name != "lm") throw Error("unknown model '" + parsed.name + "'; valid models: lm");
-  const Options opts("model lm", language_model_info().options, parsed);
-  o.dim = opts.integer("dim");
-  o.layers = opts.integer("layers");
-  o.channel_mixer = opts.text("channel");
-  o.norm = opts.text("norm");
-  o.residual = opts.text("residual");
-  o.final_norm = opts.flag("final_norm");
-  o.tie_embeddings = opts.flag("tie");
-  o.head_bias = opts.flag("head_bias");
-  o.position = opts.text("pos");
-  o.embedding_dropout = opts.real("dropout");
+  const auto fields = language_model_fields();
+  const Options options("model lm", option_infos(fields), parsed);
+  for (const auto& f : fields) f.read(options, o);
 }
 
 BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
@@ -47,13 +39,13 @@ BlockImpl::BlockImpl(const LanguageModelOptions& o, int64_t layer) {
   mixer_norm = register_module("mixer_norm", make_norm(o.norm, o.dim));
   mixer = register_module("mixer", build_mixer(spec, MixerContext{o.dim, o.max_len}));
   channel = build_channel_mixer(o.channel_mixer, o.dim);
-  const bool hyper_link = Spec::parse(o.residual).name == "hyperlink";  // its channel mixer reads a unnormalised
+  const bool hyper_link = o.residual.name() == "hyperlink";  // its channel mixer reads a unnormalised
   if (channel) {
     if (!hyper_link) channel_norm = register_module("channel_norm", make_norm(o.norm, o.dim));
     register_module("channel", channel);
   }
-  const std::string lobe_spec = memory_lobe_spec(o.residual, mixer->is_causal());
-  if (!lobe_spec.empty()) lobe = register_module("lobe", build_mixer(lobe_spec, MixerContext{o.dim, o.max_len}));
+  if (Mixer memory_lobe = build_memory_lobe(o.residual, o.dim, mixer->is_causal()))
+    lobe = register_module("lobe", memory_lobe);
 }
 
 LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o) {
@@ -90,7 +82,7 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o
   const int64_t sublayers_per_block = blocks_.front()->channel ? 2 : 1;
   const auto& first = blocks_.front();
   if (first->lobe && !first->lobe->is_causal() && first->mixer->is_causal())
-    std::cerr << "warning: residual " << o.residual
+    std::cerr << "warning: residual " << o.residual.text
               << ": the bidirectional Memory Lobe lets this causal model see future tokens (the ELA paper's "
                  "setting); use lobe=causal for an honest language model\n";
   residual_ = register_module("residual", build_residual(o.residual, o.layers, sublayers_per_block));

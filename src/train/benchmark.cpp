@@ -113,10 +113,9 @@ LanguageModelSetup language_model_setup(const std::string& config_path) {
   LanguageModelSetup setup;
   setup.vocab_size = task.integer("vocab_size");
   setup.seq_len = task.integer("seq_len");
-  const std::string model = config.text("model").empty() ? "lm" : config.text("model");
-  if (Spec::parse(model).name != "lm")
-    throw Error(config_path + ": bench --config times model lm, not '" + Spec::parse(model).name + "'");
-  setup.model_spec = component_options(model_infos(), "model", model).resolved();
+  setup.model = ModelSpec(config.text("model").empty() ? "lm" : config.text("model"));
+  if (setup.model.name() != "lm")
+    throw Error(config_path + ": bench --config times model lm, not '" + setup.model.name() + "'");
   for (const auto& m : config.list("mixer")) setup.mixers.push_back(parse_mixer_spec(m));
   return setup;
 }
@@ -131,7 +130,7 @@ BenchCase make_language_model_case(const LanguageModelSetup& setup, int64_t batc
   context.vocab_size = setup.vocab_size;
   context.seq_len = setup.seq_len;  // the config's model (HyperGLU's mixing and learned positions depend on it)
   context.mixers = setup.mixers;
-  const SequenceModel model = build_model(setup.model_spec, context);
+  const SequenceModel model = build_model(setup.model, context);
   const auto tokens = torch::randint(setup.vocab_size, {batch, length}, torch::kLong);
   return BenchCase([model, tokens] { return Tensors{model->forward(tokens)}; }, model->parameters(), precision);
 }

@@ -63,23 +63,23 @@ namespace {
 // config (the task's default model when it names none), and model_spec and mixers get them.
 SequenceModel build_configured_model(Config& config, const Task& task, std::string& model_spec,
                                      std::vector<MixerSpec>& mixers) {
-  model_spec = config.text("model").empty() ? task.default_model() : config.text("model");
-  config.set("model", component_options(model_infos(), "model", model_spec).resolved(), "config");
-  model_spec = config.text("model");
+  const ModelSpec model(config.text("model").empty() ? task.default_model() : config.text("model"));
+  config.set("model", model.text, "config");
+  model_spec = model.text;
   mixers.clear();
-  if (model_takes_mixers(model_spec)) {
+  if (model_takes_mixers(model)) {
     for (const auto& m : config.list("mixer")) mixers.push_back(parse_mixer_spec(m));
     config.set("mixer", join_list(resolved_texts(mixers)), "config");
   } else {
     // The default mixer is dropped; one the user names would do nothing, so it is an error.
     const std::vector<std::string> given = config.list("mixer");
     if (config.was_set("mixer") && given != std::vector<std::string>{"none"})
-      throw Error("model " + Spec::parse(model_spec).name + " takes no sequence mixer; leave out --mixer (got " +
+      throw Error("model " + model.name() + " takes no sequence mixer; leave out --mixer (got " +
                   join(given) + ")");
     config.set("mixer", "none", "config");
   }
   torch::manual_seed(static_cast<uint64_t>(config.integer("seed")));
-  return build_model(model_spec, model_context_for(task, mixers));
+  return build_model(model, model_context_for(task, mixers));
 }
 
 // spec with option key set to value (added when absent).

@@ -3,8 +3,12 @@
 // the causal lobe keeping the model causal and the bidirectional one breaking it.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "seqmix/layers/exact_linear_attention.h"
 #include "seqmix/models/language_model.h"
 #include "seqmix/models/registry.h"
+#include "support/error_of.h"
 #include "support/test_support.h"
 
 namespace seqmix {
@@ -97,17 +101,35 @@ TEST(MemoryLobe, CausalLobeKeepsTheModelCausalAndTheBidirectionalOneDoesNot) {
   EXPECT_THROW(bidirectional->init_state(1), std::exception);
 }
 
-TEST(MemoryLobe, SpecIsASingleHeadElaWithoutRopeOrOutput) {
-  EXPECT_EQ(memory_lobe_spec("hyperlink", true), "");
-  EXPECT_EQ(memory_lobe_spec("prenorm", true), "");
-  const std::string causal = "ela:heads=1,rope=0,out=0,bias=0,kernel=hadamard_exp,causal=1";
-  const std::string bidirectional = "ela:heads=1,rope=0,out=0,bias=0,kernel=hadamard_exp,causal=0";
-  EXPECT_EQ(memory_lobe_spec("hyperlink:lobe=causal", true), causal);
-  EXPECT_EQ(memory_lobe_spec("hyperlink:lobe=auto", true), causal);
-  EXPECT_EQ(memory_lobe_spec("hyperlink:lobe=auto", false), bidirectional);
-  EXPECT_EQ(memory_lobe_spec("hyperlink:lobe=bidirectional", true), bidirectional);
-  EXPECT_THROW(memory_lobe_spec("hyperlink:lobe=causal,lobe_kernel=nope", true), std::exception);
-  EXPECT_THROW(memory_lobe_spec("hyperlink:lobe=sideways", true), std::exception);
+TEST(MemoryLobe, IsASingleHeadElaWithoutRopeOrOutput) {
+  EXPECT_EQ(build_memory_lobe("hyperlink", 8, true), nullptr);
+  EXPECT_EQ(build_memory_lobe("prenorm", 8, true), nullptr);
+  // causal (true) or not for lobe=causal, auto in a causal model, auto in an encoder, bidirectional.
+  const std::vector<std::tuple<std::string, bool, bool>> cases = {{"hyperlink:lobe=causal", true, true},
+                                                                  {"hyperlink:lobe=auto", true, true},
+                                                                  {"hyperlink:lobe=auto", false, false},
+                                                                  {"hyperlink:lobe=bidirectional", true, false}};
+  for (const auto& [residual, causal_model, causal] : cases) {
+    SCOPED_TRACE(residual);
+    auto lobe = std::dynamic_pointer_cast<ExactLinearAttentionImpl>(build_memory_lobe(residual, 8, causal_model));
+    ASSERT_NE(lobe, nullptr);
+    EXPECT_EQ(lobe->is_causal(), causal);
+    const auto& o = lobe->options();
+    EXPECT_EQ(o.heads, 1);
+    EXPECT_FALSE(o.rope);
+    EXPECT_FALSE(o.output);
+    EXPECT_FALSE(o.bias);
+    EXPECT_EQ(o.kernel, "hadamard_exp");
+    EXPECT_EQ(o.dim, 8);
+  }
+  EXPECT_EQ(std::dynamic_pointer_cast<ExactLinearAttentionImpl>(
+                build_memory_lobe("hyperlink:lobe=causal,lobe_kernel=sum_sq_euclidean", 8, true))
+                ->options()
+                .kernel,
+            "sum_sq_euclidean");
+  // Bad kernels and lobes are refused when the residual spec is parsed.
+  EXPECT_NE(testing::error_of([] { ResidualSpec("hyperlink:lobe=causal,lobe_kernel=nope"); }).find("nope"), std::string::npos);
+  EXPECT_THROW(ResidualSpec("hyperlink:lobe=sideways"), Error);
 }
 
 TEST(MemoryLobe, AutoIsCausalInACausalModelAndSilent) {

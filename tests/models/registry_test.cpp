@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "seqmix/io/error.h"
+#include <algorithm>
+
 #include "seqmix/models/language_model.h"
+#include "seqmix/models/model_factory.h"
+#include "seqmix/modules/mixture_of_experts.h"
 #include "seqmix/models/registry.h"
 #include "seqmix/tasks/task.h"
 #include "support/error_of.h"
@@ -75,6 +79,38 @@ TEST(Registry, UnknownNamesAndKeysAreNamedWithTheValidOnes) {
   LanguageModelOptions o;
   EXPECT_NE(error_of([&] { apply_model_spec("lm:width=3", o); }).find("'width'"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_model_spec("gpt", o); }).find("unknown model 'gpt'"), std::string::npos);
+}
+
+// A spec inside a spec is parsed with it, once, and held typed: a model's channel mixer and residual scheme.
+TEST(Registry, NestedSpecsAreParsedWithTheirModelAndHeldTyped) {
+  const ModelSpec model("lm:dim=16,channel=(moe:experts=3),residual=(hyperlink:lobe=causal)");
+  const auto& o = std::any_cast<const LanguageModelOptions&>(model.options);
+  EXPECT_EQ(o.dim, 16);
+  EXPECT_EQ(o.channel_mixer.name(), "moe");
+  EXPECT_EQ(std::any_cast<const MixtureOfExpertsOptions&>(o.channel_mixer.options).experts, 3);
+  EXPECT_EQ(o.residual.name(), "hyperlink");
+  EXPECT_EQ(std::any_cast<const HyperLinkOptions&>(o.residual.options).lobe, "causal");
+  // A bad nested option is an error of the model spec, naming the inner component and option.
+  const std::string bad = error_of([] { ModelSpec("lm:channel=(moe:experts=0)"); });
+  EXPECT_NE(bad.find("channel mixer moe"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("experts"), std::string::npos) << bad;
+  // The defaults `seqmix list` shows are the options structs' own.
+  const auto& vit = *std::find_if(model_infos().begin(), model_infos().end(), [](const auto& i) { return i.name == "vit"; });
+  for (const auto& option : vit.options) {
+    if (option.key == "channel") EXPECT_EQ(option.default_value, "mlp");
+    if (option.key == "norm") EXPECT_EQ(option.default_value, "layer");
+    if (option.key == "layers") EXPECT_EQ(option.default_value, "4");
+  }
+}
+
+// A task variant's defaults are its options struct's own (noisy recall: a larger vocabulary, a fifth noise).
+TEST(Registry, TaskSpecsResolveToTheirStructsDefaults) {
+  EXPECT_EQ(TaskSpec("mad.noisy_recall").text,
+            "mad.noisy_recall:vocab_size=32,seq_len=128,num_train=12800,num_test=1280,noise_vocab_size=16,"
+            "frac_noise=0.2,multi_query=1,seed=12345");
+  EXPECT_EQ(TaskSpec("mad.in_context_recall:seq_len=64").text,
+            "mad.in_context_recall:vocab_size=16,seq_len=64,num_train=12800,num_test=1280,noise_vocab_size=0,"
+            "frac_noise=0,multi_query=1,seed=12345");
 }
 
 TEST(Registry, ResolvedSpecSpellsOutDefaults) {

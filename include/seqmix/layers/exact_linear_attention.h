@@ -39,6 +39,7 @@ class ExactLinearAttentionImpl : public MixerImpl {
 
   // The explicit weights [B,H,T,T] the layer applies to x (for inspection; O(T^2)).
   torch::Tensor attention_weights(const torch::Tensor& x);
+  const ExactLinearAttentionOptions& options() const { return options_; }
 
   torch::nn::Linear qkv{nullptr}, out{nullptr};
 

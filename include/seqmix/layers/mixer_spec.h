@@ -1,7 +1,8 @@
 #pragma once
 // A mixer's declaration, written beside its layer (src/layers/<mixer>.cpp): its name and one-line meaning, each
-// option bound to a field of the layer's Options struct (so the default shown by `seqmix list` is the struct's
-// own), notes for `seqmix list`, the checks across options, and how the model's context fills the rest. The
+// option bound to a field of the layer's Options struct (Field<O>, include/seqmix/io/declaration.h, as every
+// registered component's: the default shown by `seqmix list` is the struct's own), notes for `seqmix list`, the
+// checks across options, and how the model's context fills the rest. The
 // registry (src/models/registry.cpp) is the list of these declarations; a spec string is parsed once, by
 // parse_mixer_spec, into a MixerSpec holding the typed Options.
 #include <any>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqmix/io/declaration.h"
 #include "seqmix/io/spec.h"
 #include "seqmix/ops/impl.h"
 
@@ -30,71 +32,6 @@ struct MixerContext {
   // The probe reads the raw inputs: the value path is the identity and the read is returned without an
   // output projection (FEM paper App. P). Mixers without such a path refuse.
   bool raw_values = false;
-};
-
-// One option of a mixer's Options struct O: its declaration (key, type, default from O{}, meaning, bounds)
-// and how a validated value sets the field.
-template <class O>
-struct Field {
-  OptionInfo info;
-  std::function<void(const Options&, O&)> read;
-
-  static Field integer(const std::string& key, int64_t O::*member, std::string meaning,
-                       double min = -std::numeric_limits<double>::infinity(),
-                       double max = std::numeric_limits<double>::infinity()) {
-    return {OptionInfo::integer(key, O{}.*member, std::move(meaning), min, max),
-            [key, member](const Options& o, O& out) { out.*member = o.integer(key); }};
-  }
-  static Field real(const std::string& key, double O::*member, std::string meaning,
-                    double min = -std::numeric_limits<double>::infinity(),
-                    double max = std::numeric_limits<double>::infinity()) {
-    return {OptionInfo::real(key, O{}.*member, std::move(meaning), min, max),
-            [key, member](const Options& o, O& out) { out.*member = o.real(key); }};
-  }
-  static Field flag(const std::string& key, bool O::*member, std::string meaning) {
-    return {OptionInfo::flag(key, O{}.*member, std::move(meaning)),
-            [key, member](const Options& o, O& out) { out.*member = o.flag(key); }};
-  }
-  static Field text(const std::string& key, std::string O::*member, std::string meaning) {
-    return {OptionInfo::text(key, O{}.*member, std::move(meaning)),
-            [key, member](const Options& o, O& out) { out.*member = o.text(key); }};
-  }
-  // A choice among names, each standing for a value of the field (an enum, a number, a text).
-  template <class V, class Base>
-  static Field choice(const std::string& key, V Base::*member, std::vector<std::pair<std::string, V>> names,
-                      std::string meaning) {
-    static_assert(std::is_base_of_v<Base, O>, "the field must be a member of the Options struct or of its base");
-    std::string default_name;
-    std::vector<std::string> choices;
-    for (const auto& [name, value] : names) {
-      choices.push_back(name);
-      if (default_name.empty() && value == O{}.*member) default_name = name;
-    }
-    if (default_name.empty()) throw std::logic_error("mixer option " + key + ": its default is none of its choices");
-    return {OptionInfo::choice(key, default_name, choices, std::move(meaning)),
-            [key, member, names](const Options& o, O& out) {
-              for (const auto& [name, value] : names)
-                if (name == o.text(key)) out.*member = value;
-            }};
-  }
-  // A choice among texts that are the field's values.
-  template <class Base>
-  static Field choice(const std::string& key, std::string Base::*member, const std::vector<std::string>& values,
-                      std::string meaning) {
-    std::vector<std::pair<std::string, std::string>> names;
-    for (const auto& v : values) names.emplace_back(v, v);
-    return choice(key, member, names, std::move(meaning));
-  }
-  // The implementation of the mixer's op: the choices are the implementations its op family has.
-  static Field impl(ops::Impl O::*member, const ops::ImplSet& impls, std::string meaning) {
-    std::vector<std::pair<std::string, ops::Impl>> names{{"auto", ops::Impl::automatic}};
-    for (ops::Impl i : impls.list()) names.emplace_back(ops::impl_name(i), i);
-    return choice("impl", member, names, std::move(meaning));
-  }
-  // Anything else: a declared option and the code that reads it.
-  static Field custom(OptionInfo info, std::function<void(const Options&, O&)> read) {
-    return {std::move(info), std::move(read)};
-  }
 };
 
 // A mixer's declaration with its Options type erased: the registry is a list of these.

@@ -27,9 +27,9 @@ struct LanguageModelOptions {
   int64_t dim = 128;
   int64_t layers = 2;
   std::vector<MixerSpec> mixers = {"softmax"};  // spec per layer, cycled over the layers
-  std::string channel_mixer = "swiglu";           // channel-mixer spec, or "none"
+  ChannelMixerSpec channel_mixer = "swiglu";      // channel-mixer spec, or "none"
   std::string norm = "rms";                       // rms | layer
-  std::string residual = "prenorm";
+  ResidualSpec residual = "prenorm";
   bool final_norm = true;
   bool tie_embeddings = false;
   bool head_bias = true;
@@ -39,9 +39,10 @@ struct LanguageModelOptions {
   double embedding_dropout = 0.0;  // on token (+ position) embeddings, training mode only
 };
 
-// The "lm" model spec ("lm:dim=128,layers=2,channel=swiglu"): its options, and reading them into
-// LanguageModelOptions (sizes of inputs and outputs come from the task, mixers from --mixer).
-const ComponentInfo& language_model_info();
+// The "lm" model spec ("lm:dim=128,layers=2,channel=swiglu"): its options bound to LanguageModelOptions (the
+// model registry's declaration of lm), and an lm spec read into options (sizes of inputs and outputs come from the
+// task, mixers from --mixer; the other fields keep their values).
+std::vector<Field<LanguageModelOptions>> language_model_fields();
 void apply_model_spec(const std::string& spec, LanguageModelOptions& options);
 
 // One block: [norm, sequence mixer, norm, channel mixer].

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "seqmix/io/declaration.h"
 #include "seqmix/io/spec.h"
 #include "seqmix/layers/mixer_spec.h"
 #include "seqmix/models/sequence_model.h"
@@ -23,9 +24,18 @@ struct ModelContext {
   std::vector<MixerSpec> mixers;
 };
 
+// Every model's declaration (src/models/model_factory.cpp), in `seqmix list` order.
+using ModelDeclaration = Declaration<SequenceModel, const ModelContext&>;
+const std::vector<ModelDeclaration>& model_declarations();
 const std::vector<ComponentInfo>& model_infos();
-SequenceModel build_model(const std::string& spec, const ModelContext& context);
-// Whether the model named by spec is built around the --mixer specs (dlinear has no sequence mixer).
-bool model_takes_mixers(const std::string& spec);
+// A model spec parsed once ("lm:dim=256,channel=(moe:experts=4)"): its options and the specs inside them (channel
+// mixer, residual scheme) validated and typed; made from text, it parses it.
+struct ModelSpec : ParsedSpec<SequenceModel, const ModelContext&> {
+  ModelSpec(const std::string& text);                            // NOLINT(google-explicit-constructor)
+  ModelSpec(const char* text) : ModelSpec(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+};
+SequenceModel build_model(const ModelSpec& spec, const ModelContext& context);
+// Whether the model is built around the --mixer specs (dlinear has no sequence mixer).
+bool model_takes_mixers(const ModelSpec& spec);
 
 }  // namespace seqmix

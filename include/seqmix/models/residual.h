@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace seqmix {
@@ -68,6 +69,13 @@ class MomentumResidualImpl : public ResidualSchemeImpl {
 //   x <- x + F + lobe(F)  (lobe: the Memory Lobe over the transformation flow F, when the block has one).
 // The channel mixer reads a directly (no second norm), so its gate (SwiGLU, MoE experts) modulates what
 // each layer adds to the stream.
+// Hyper-Link's options (ELA paper): the attention skip in F = a + channel(a), and the block's Memory Lobe.
+struct HyperLinkOptions {
+  bool skip = true;                      // F = a + channel(a) (false: F = channel(a))
+  std::string lobe = "none";             // none | auto | causal | bidirectional
+  std::string lobe_kernel = "hadamard_exp";  // the Memory Lobe's ELA kernel (ops::exact_kernel_names())
+};
+
 class HyperLinkResidualImpl : public ResidualSchemeImpl {
  public:
   explicit HyperLinkResidualImpl(bool attention_skip) : attention_skip_(attention_skip) {}

@@ -32,6 +32,15 @@ class SwiGLUImpl : public ChannelMixerImpl {
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
 };
 
+// The channel mixers' options (the registry's declarations bind them to their spec options).
+struct MLPOptions {
+  int64_t hidden = 0;  // 0: 4 x width
+  bool bias = true;
+};
+struct SwiGLUOptions {
+  int64_t hidden = 0;  // 0: swiglu_default_hidden(width)
+};
+
 // SwiGLU's usual hidden width: 8/3 * dim rounded up to a multiple of 16 (352 for dim 128, as in MAD).
 int64_t swiglu_default_hidden(int64_t dim);
 

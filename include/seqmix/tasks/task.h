@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "seqmix/io/declaration.h"
 #include "seqmix/io/spec.h"
 
 namespace seqmix {
@@ -87,7 +88,16 @@ at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& targ
 // MulticlassAccuracy with ignore_index) and "token_accuracy" (plain share of scored positions right).
 void add_token_accuracy(const at::Tensor& logits, const at::Tensor& targets, MetricSums& sums);
 
+// Every task's declaration (src/tasks/registry.cpp), in `seqmix list` order: a task is made from its options struct
+// and its resolved spec (which it reports, and its runs record).
+using TaskDeclaration = Declaration<std::unique_ptr<Task>, const std::string&>;
+const std::vector<TaskDeclaration>& task_declarations();
 const std::vector<ComponentInfo>& task_infos();
-std::unique_ptr<Task> build_task(const std::string& spec);
+// A task spec parsed once ("mad.in_context_recall:seq_len=64"); made from text, it parses it.
+struct TaskSpec : ParsedSpec<std::unique_ptr<Task>, const std::string&> {
+  TaskSpec(const std::string& text);                           // NOLINT(google-explicit-constructor)
+  TaskSpec(const char* text) : TaskSpec(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+};
+std::unique_ptr<Task> build_task(const TaskSpec& spec);
 
 }  // namespace seqmix

@@ -22,7 +22,7 @@
 namespace seqmix {
 
 struct TextOptions {
-  std::string path;            // UTF-8 text file
+  std::string path = "../shared/data/text/tinyshakespeare.txt";  // UTF-8 text file
   int64_t seq_len = 256;       // tokens per window
   int64_t vocab_size = 2048;   // BPE pieces (special and byte pieces included)
   double val_fraction = 0.1;

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/layers/mixer_spec.h"
+#include "seqmix/models/model_factory.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/train/precision.h"
 
@@ -58,7 +59,7 @@ BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, 
 
 // What `seqmix bench --config` times: the language model of a run config of the text task.
 struct LanguageModelSetup {
-  std::string model_spec;           // resolved lm spec
+  ModelSpec model = "lm";           // the config's lm spec, parsed
   std::vector<MixerSpec> mixers;  // parsed once, from the config
   int64_t vocab_size = 0;           // the text task's vocab_size option
   int64_t seq_len = 0;              // its seq_len: the model is built for it; benchmarks take T <= seq_len
