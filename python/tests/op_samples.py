@@ -53,7 +53,7 @@ SAMPLES = {
     "ssm_step": lambda: (randn(B, C), positive(B, C), -positive(C, N), positive(B, N), positive(B, N),
                          torch.zeros(B, C, N)),
     "fem_ssm_read": lambda: (randn(B, T, C), positive(B, T, C), -positive(C, N), positive(B, T, N), positive(B, T, N),
-                             None, positive(C)),
+                             positive(C)),
     "ela": lambda: (randn(B, T, H, DK, scale=0.5), randn(B, T, H, DK, scale=0.5), randn(B, T, H, DV)),
     "ela_step": lambda: (randn(B, H, DK, scale=0.5), randn(B, H, DK, scale=0.5), randn(B, H, DV),
                          *ops().ela_initial_state(B, H, DK, DV, "hadamard_exp", None)),

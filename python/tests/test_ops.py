@@ -2,6 +2,9 @@
 gradients (torch.autograd.gradcheck in float64), in every implementation the op table gives it (fused, naive,
 torch), on small awkward shapes."""
 import math
+import os
+import subprocess
+import sys
 import unittest
 
 import torch
@@ -590,6 +593,15 @@ class SecondOrderReads(OpCase):
 
 
 class EveryOpHasAWrapper(unittest.TestCase):
+    def test_the_wrappers_are_what_the_schemas_generate(self):
+        """python/seqmix/_op_wrappers.py is the generator's output for the operators this library registers: a new or
+        changed operator needs `scripts/generate_op_wrappers.py` run, not a wrapper written."""
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        result = subprocess.run([sys.executable, os.path.join(root, "scripts", "generate_op_wrappers.py"), "--check",
+                                 os.path.join(root, "python", "seqmix", "_op_wrappers.py")],
+                                capture_output=True, text=True, env={**os.environ, "SEQMIX_OPS_LIBRARY": seqmix.library_path()})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
     def test_the_op_table_the_registered_ops_and_the_wrappers_agree(self):
         """A new op in an op family's declare.cpp needs a wrapper in python/seqmix/ops.py (and a test here)."""
         registered = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("seqmix::")}

@@ -114,10 +114,14 @@ int run_local_workers(const std::string& command, const std::vector<std::string>
                       {.environment = environments[static_cast<size_t>(rank)], .die_with_parent = true,
                        .default_signals = true})
               .pid;
-    } catch (const Error& e) {
+    } catch (...) {  // the workers already started must not outlive a launcher that gives up
       for (pid_t w : workers)
         if (w > 0) ::kill(w, SIGKILL);
-      throw Error(command + " --nproc: cannot start a worker: " + e.what());
+      try {
+        throw;
+      } catch (const Error& e) {
+        throw Error(command + " --nproc: cannot start a worker: " + e.what());
+      }
     }
   }
 

@@ -82,7 +82,7 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& o) : options_(o
   const int64_t sublayers_per_block = blocks_.front()->channel ? 2 : 1;
   const auto& first = blocks_.front();
   if (first->lobe && !first->lobe->is_causal() && first->mixer->is_causal())
-    std::cerr << "warning: residual " << o.residual.text
+    std::cerr << "warning: residual " << o.residual.source
               << ": the bidirectional Memory Lobe lets this causal model see future tokens (the ELA paper's "
                  "setting); use lobe=causal for an honest language model\n";
   residual_ = register_module("residual", build_residual(o.residual, o.layers, sublayers_per_block));

@@ -210,7 +210,7 @@ ModelSpec::ModelSpec(const std::string& text) : ParsedSpec(parse_spec(model_decl
 bool model_takes_mixers(const ModelSpec& spec) { return spec.name() != "dlinear"; }
 
 SequenceModel build_model(const ModelSpec& spec, const ModelContext& c) {
-  return built_within_limits("model " + spec.text, [&] { return spec.build(c); });
+  return built_within_limits("model " + spec.source, [&] { return spec.build(c); });
 }
 
 }  // namespace seqmix

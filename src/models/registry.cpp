@@ -136,7 +136,7 @@ ChannelMixerSpec::ChannelMixerSpec(const std::string& text)
     : ParsedSpec(parse_spec(channel_mixer_declarations(), "channel mixer", text)) {}
 
 ChannelMixer build_channel_mixer(const ChannelMixerSpec& spec, int64_t dim) {
-  return built_within_limits("channel mixer " + spec.text, [&] { return spec.build(dim); });
+  return built_within_limits("channel mixer " + spec.source, [&] { return spec.build(dim); });
 }
 
 namespace {
@@ -146,7 +146,7 @@ ResidualScheme make_hyper_link(const HyperLinkOptions& o, int64_t, int64_t) {
   return std::make_shared<HyperLinkResidualImpl>(o.skip);
 }
 void check_hyper_link(const HyperLinkOptions& o) {
-  ops::exact_kernel(o.lobe_kernel);  // an unknown kernel fails here, listing the valid ones
+  if (o.lobe != "none") ops::exact_kernel(o.lobe_kernel);  // an unknown kernel fails here, listing the valid ones
 }
 ResidualScheme make_momentum(const MomentumResidualOptions& o, int64_t blocks, int64_t sublayers_per_block) {
   return std::make_shared<MomentumResidualImpl>(o, blocks, sublayers_per_block);
@@ -215,7 +215,8 @@ ResidualSpec::ResidualSpec(const std::string& text)
     : ParsedSpec(parse_spec(residual_declarations(), "residual scheme", text)) {}
 
 ResidualScheme build_residual(const ResidualSpec& spec, int64_t blocks, int64_t sublayers_per_block) {
-  return built_within_limits("residual scheme " + spec.text, [&] { return spec.build(blocks, sublayers_per_block); });
+  return built_within_limits("residual scheme " + spec.source,
+                             [&] { return spec.build(blocks, sublayers_per_block); });
 }
 
 Mixer build_memory_lobe(const ResidualSpec& residual, int64_t dim, bool causal_model) {
@@ -230,7 +231,7 @@ Mixer build_memory_lobe(const ResidualSpec& residual, int64_t dim, bool causal_m
   lobe.bias = false;
   lobe.kernel = hyper_link.lobe_kernel;
   lobe.causal = hyper_link.lobe == "causal" || (hyper_link.lobe == "auto" && causal_model);
-  return built_within_limits("the Memory Lobe of residual scheme " + residual.text,
+  return built_within_limits("the Memory Lobe of residual scheme " + residual.source,
                              [&] { return std::make_shared<ExactLinearAttentionImpl>(lobe); });
 }
 

@@ -115,14 +115,23 @@ TEST(Fem, SoftmaxLinearAndGlaPriorsReduceToTheBaselineMixers) {
   }
 }
 
+// FEM on every registered prior but delta (its signed weights' normaliser crosses zero: docs/fem.md), with `extra`.
+std::vector<std::string> fem_on_every_prior(const std::string& extra = "") {
+  std::vector<std::string> specs;
+  for (const auto& prior : fem_prior_names())
+    if (prior != "delta") specs.push_back("fem:prior=" + prior + extra);
+  return specs;
+}
+
 TEST(Fem, PaddedPositionsLeaveTheSupport) {
-  for (const char* spec : {"fem", "fem:prior=linear", "fem:prior=gla", "fem:prior=aft", "fem:prior=lrnn_decay",
-                           "fem:prior=ssm", "fem:cap=0", "fem:prior=gla,cap=0,flags=CL", "fem:causal=0",
-                           "fem:prior=linear,causal=0,cap=0",
+  std::vector<std::string> specs = fem_on_every_prior();
+  for (const char* spec : {"fem:cap=0", "fem:prior=gla,cap=0,flags=CL", "fem:causal=0", "fem:prior=linear,causal=0,cap=0",
                            // A conditioner wider than one channel (at width 16 the default d/16 = 1 channel
                            // LayerNorm outputs its bias alone), so its recurrence carries the pads' content.
                            "fem:tdc_hidden=4", "fem:cap=0,tdc_hidden=4", "fem:prior=gla,cap=0,tdc_hidden=3",
-                           "fem:prior=ssm,tdc_hidden=4", "fem:causal=0,tdc_hidden=4"}) {
+                           "fem:prior=ssm,tdc_hidden=4", "fem:causal=0,tdc_hidden=4"})
+    specs.push_back(spec);
+  for (const std::string& spec : specs) {
     SCOPED_TRACE(spec);
     auto m = fem(spec);
     const int64_t pads = 3, T = 8;
@@ -140,8 +149,9 @@ TEST(Fem, PaddedPositionsLeaveTheSupport) {
   }
   // A pad in the middle is skipped too (positions count real tokens): the sequence reads as if the pad
   // were cut out.
-  for (const char* spec : {"fem", "fem:prior=linear", "fem:prior=gla", "fem:prior=aft", "fem:prior=lrnn_decay",
-                           "fem:prior=ssm", "fem:cap=0", "fem:prior=linear,causal=0"}) {
+  std::vector<std::string> gap_specs = fem_on_every_prior();
+  gap_specs.insert(gap_specs.end(), {"fem:cap=0", "fem:prior=linear,causal=0"});
+  for (const std::string& spec : gap_specs) {
     SCOPED_TRACE(spec);
     auto m = fem(spec);
     auto real = rnd({2, 8, 16}, 3);
@@ -205,8 +215,7 @@ TEST(Fem, BetaStartsAtSoftplusOfTheOffsetAndLearnsThroughSoftplus) {
 }
 
 TEST(Fem, LargeInputsGiveFiniteOutputsAndGradients) {
-  for (const char* spec : {"fem:heads=2", "fem:prior=gla,heads=2", "fem:prior=aft,heads=2", "fem:prior=linear,heads=2",
-                           "fem:prior=lrnn_decay,heads=2", "fem:prior=ssm,heads=2"}) {
+  for (const std::string& spec : fem_on_every_prior(",heads=2")) {
     SCOPED_TRACE(spec);
     torch::manual_seed(0);
     auto m = build_mixer(spec, MixerContext{16, 4096});

@@ -13,7 +13,8 @@ namespace seqmix {
 struct ChildOptions {
   std::vector<std::string> environment;  // "NAME=value" entries; empty: this process's environment
   bool capture_output = false;           // stdout and stderr into pipes the caller reads (else inherited)
-  bool die_with_parent = false;          // SIGTERM to the child when this process dies (even by SIGKILL)
+  bool die_with_parent = false;          // SIGTERM to the child when the thread that started it ends (prctl's
+                                         // PDEATHSIG), which the launcher's main thread does only by dying
   bool default_signals = false;          // SIGINT and SIGTERM at their default action in the child
 };
 

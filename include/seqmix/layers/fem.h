@@ -52,8 +52,10 @@ std::vector<std::string> fem_prior_names();
 
 // Parses "CLTG"-style flags into the four switches; throws Error on unknown letters.
 void parse_fem_flags(const std::string& flags, FemOptions& options);
-// Every rule across FEM's options, in one place (the spec's check and the constructor): heads, T needs L, the cap's
-// range, the implementations the cap allows. Throws Error naming the option.
+// The rules across FEM's own options, one function for the spec's check and the constructor: heads, T needs L, the
+// cap's range, the implementations the cap allows. (What depends on the prior and the widths, such as rope=1 without
+// queries or a causal-only prior with causal=0, is checked where the prior is made, in the constructor.) Throws Error
+// naming the option.
 void check_fem_options(const FemOptions& options);
 std::string fem_flags(const FemOptions& options);
 

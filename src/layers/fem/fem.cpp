@@ -338,7 +338,8 @@ std::vector<Field<FemOptions>> prior_option_fields() {
   return fields;
 }
 
-// FEM's fields with the priors' options after `after` (where FEM's own list had them).
+// FEM's fields with the priors' options inserted after `after` (tdc_hidden, where FEM's list had ssm_state and
+// gate_normalizer before they moved to their priors; resolved specs now list them in the priors' order).
 std::vector<Field<FemOptions>> with_prior_options(std::vector<Field<FemOptions>> fields, const std::string& after) {
   auto at = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.info.key == after; });
   if (at == fields.end()) throw std::logic_error("mixer fem: no option " + after);

@@ -126,15 +126,27 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
                         "Tensor? state_normaliser=None, Tensor? key_max=None, bool output_final_state=False, "
                         "Tensor? cu_seqlens=None) "
                         "-> (Tensor numerator, Tensor normaliser, Tensor state_numerator, Tensor state_normaliser, "
-                        "Tensor key_max)");
+                        "Tensor key_max)",
+      R"doc(AFT's (numerator, normaliser) per channel: sum_{i<=t} exp(k_i - m_t) v_i and sum_{i<=t} exp(k_i - m_t),
+m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C].
+
+initial_state (state_numerator, state_normaliser, key_max), each [B,C] as aft_initial_state / aft_step keep
+them, continues from earlier positions; output_final_state=True also returns the state after the last
+position, (numerator, normaliser, state). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, C],
+each read from a fresh state (or its own row of initial_state, [N,C] each).)doc");
   define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor state_numerator, Tensor state_normaliser, "
                              "Tensor key_max, "
                              "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "
-                             "Tensor state_normaliser, Tensor key_max)");
+                             "Tensor state_normaliser, Tensor key_max)",
+      R"doc(One AFT step: k_t, v_t [B,C], mask_t [B] bool -> (numerator [B,1,C], normaliser [B,1,C], state).)doc");
   define_op_without_tensors<&aft_initial_state_op>(m, "aft_initial_state(int batch, int channels, ScalarType? dtype=None, "
                                                       "Device? device=None) "
                                                       "-> (Tensor state_numerator, Tensor state_normaliser, "
-                                                      "Tensor key_max)");
+                                                      "Tensor key_max)",
+      R"doc(Empty AFT state: running numerator, normaliser [B,C] and key maximum [B,C] (-1e30).)doc");
   define_op<&fem_aft_read_op>(m, "fem_aft_read(Tensor k, Tensor v, Tensor beta, float cap=40., Tensor? mask=None, "
-                                 "str impl='auto', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)");
+                                 "str impl='auto', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)",
+      R"doc(The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
+k, v [B,T,C], beta [C], mask [B,T] bool (True = real token) -> (mean, free_energy) [B,T,C]. cu_seqlens packs
+sequences as in aft.)doc");
 }

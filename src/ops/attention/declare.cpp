@@ -94,7 +94,16 @@ SEQMIX_OP_FAMILY(declare_attention);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&attention_op>(m, "attention(Tensor q, Tensor k, Tensor v, bool causal=True, float? scale=None, "
-                              "Tensor? key_mask=None, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
+                              "Tensor? key_mask=None, str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
+      R"doc(Softmax attention softmax_j(scale q_t . k_j) v_j (flash-style when fused: no T x S matrix).
+
+q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv]. scale defaults to 1/sqrt(dk); causal lets query t
+see keys j <= t + S - T; key_mask [B,S] bool (True = a real key) drops padded keys (whatever they hold).
+cu_seqlens (int64 [N+1], flash-attn's convention) packs N sequences into q, k, v [1, total_T, H, d]: each
+query sees only its own sequence, so the output equals each sequence run alone.)doc");
   define_op<&relu_attention_op>(m, "relu_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float eps=1e-12) "
-                                   "-> Tensor");
+                                   "-> Tensor",
+      R"doc(HyperMLP's "R" read: ReLU(s_t / sqrt(||s_t||^2 + eps)) v with s_t = (q_t . k_j)_j over the visible keys.
+
+q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv].)doc");
 }

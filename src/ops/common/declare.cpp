@@ -37,7 +37,8 @@ SEQMIX_OP_FAMILY(declare_common);
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_op<&normalised_read_op>(m, "normalised_read(Tensor numerator, Tensor normaliser, float eps) -> Tensor");
+  define_op<&normalised_read_op>(m, "normalised_read(Tensor numerator, Tensor normaliser, float eps) -> Tensor",
+      R"doc(numerator / max(normaliser, eps), the normaliser [B,T,H] broadcast over dv (or [B,T,C] per channel).)doc");
   // The table itself, for Python (seqmix.op_table()).
   m.def("op_table() -> str", [] { return op_table_json(); });
 }

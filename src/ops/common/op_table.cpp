@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqmix/io/error.h"
+#include "torch_op.h"
 
 namespace seqmix::ops {
 namespace {
@@ -65,7 +66,11 @@ std::string op_table_json() {
       nlohmann::ordered_json on_device = nlohmann::ordered_json::object();
       for (const c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kCUDA)})
         on_device[c10::DeviceTypeName(device.type(), /*lower_case=*/true)] = names(op.impls.on(device));
-      ops.push_back({{"name", op.name}, {"impls", names(op.impls)}, {"impls_on", on_device}});
+      const auto doc = operator_docs().find(op.name);
+      ops.push_back({{"name", op.name},
+                     {"impls", names(op.impls)},
+                     {"impls_on", on_device},
+                     {"doc", doc == operator_docs().end() ? "" : doc->second}});
     }
     for (const auto& c : family.bench_cases) cases.push_back(c.name);
     families.push_back({{"name", family.name}, {"torch_ops", ops}, {"bench_cases", cases}});

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -165,11 +166,19 @@ struct BelowAutograd<R(Args...), f> {
   }
 };
 
+// Each operator's documentation by name, written beside its schema (define_op's doc): the op table gives it to
+// Python, whose wrappers carry it as their docstring (python/seqmix/_op_wrappers.py, generated from the schemas).
+inline std::map<std::string, std::string>& operator_docs() {
+  static std::map<std::string, std::string> docs;
+  return docs;
+}
+
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
-// naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has).
+// naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has). `doc`
+// is the operator's documentation (operator_docs()).
 template <auto f>
-void define_op(torch::Library& m, const char* schema) {
+void define_op(torch::Library& m, const char* schema, const char* doc = nullptr) {
   using Signature = std::remove_pointer_t<decltype(f)>;
   using Adapted = reduced_precision::InFloat32<Signature, f>;
   const c10::FunctionSchema parsed = torch::schema(schema);
@@ -182,6 +191,7 @@ void define_op(torch::Library& m, const char* schema) {
   for (size_t i = 0; i < parsed.returns().size(); ++i)
     for (size_t j = 0; j < parsed.arguments().size(); ++j)
       if (parsed.returns()[i].name() == parsed.arguments()[j].name()) state_of[i] = static_cast<int>(j);
+  if (doc) operator_docs()[parsed.name()] = doc;
   m.def(schema);
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
   for (const c10::DispatchKey device : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA})
@@ -209,7 +219,8 @@ inline c10::optional<at::Tensor> none_if_undefined(const at::Tensor& t) {
 
 // An operator without tensor arguments (an initial state): nothing to dispatch on, one kernel for every key.
 template <auto f>
-void define_op_without_tensors(torch::Library& m, const char* schema) {
+void define_op_without_tensors(torch::Library& m, const char* schema, const char* doc = nullptr) {
+  if (doc) operator_docs()[torch::schema(schema).name()] = doc;
   m.def(schema, TORCH_FN(f));
 }
 

@@ -117,7 +117,14 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&delta_rule_op>(m, "delta_rule(Tensor q, Tensor k, Tensor v, Tensor beta, str impl='auto', "
                                "float? scale=None, Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
                                "Tensor? cu_seqlens=None) "
-                               "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+                               "-> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
+      R"doc(The delta rule's (numerator, normaliser): S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, numerator
+S_t^T q_t, normaliser the same read of a value of ones. q, k [B,T,H,dk] (unit norm in the layers), v [B,T,H,dv],
+beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only. scale, initial_state (kv, k_sum) and
+output_final_state as in linear_attention; cu_seqlens packs sequences (one state per sequence, each run alone:
+eager only).)doc");
   define_op<&delta_rule_step_op>(m, "delta_rule_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor beta_t, Tensor kv, "
-                                    "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+                                    "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
+      R"doc(One delta-rule step on linear attention's state (linear_attention_initial_state): q_t, k_t [B,H,dk],
+v_t [B,H,dv], beta_t [B,H] -> (numerator, normaliser, state).)doc");
 }

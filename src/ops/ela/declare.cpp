@@ -158,11 +158,21 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&ela_op>(m, "ela(Tensor q, Tensor k, Tensor v, str kernel='hadamard_exp', bool causal=True, "
                         "float eps=1e-8, str impl='auto', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
                         "Tensor? key_max=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
-                        "-> (Tensor y, Tensor kv, Tensor k_sum, Tensor key_max)");
+                        "-> (Tensor y, Tensor kv, Tensor k_sum, Tensor key_max)",
+      R"doc(Exact Linear Attention: sum_j K(q_t, k_j) v_j / sum_j K(q_t, k_j) in O(T) through the kernel's exact
+features. kernel: hadamard_exp (sum_d exp(q_d + k_d)), sum_sq_euclidean (||q+k||^2), sub_sq_euclidean
+(||q-k||^2), direction_magnitude. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv].
+
+scale multiplies q. Causal only: initial_state (kv, k_sum, key_max) as ela_initial_state / ela_step keep it
+(key_max empty for the polynomial kernels) continues from earlier positions; output_final_state=True returns
+(y, state). cu_seqlens packs sequences (one state per sequence, [N,...]; each run alone: eager only).)doc");
   define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
                              "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "
-                             "Tensor key_max)");
+                             "Tensor key_max)",
+      R"doc(One causal ELA step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> (y_t [B,H,dv], state).)doc");
   define_op_without_tensors<&ela_initial_state_op>(
       m, "ela_initial_state(int batch, int heads, int dk, int dv, str kernel='hadamard_exp', ScalarType? dtype=None, "
-         "Device? device=None) -> (Tensor kv, Tensor k_sum, Tensor key_max)");
+         "Device? device=None) -> (Tensor kv, Tensor k_sum, Tensor key_max)",
+      R"doc(Empty ELA state (kv [B,H,F,dv], k_sum [B,H,F], key_max [B,H,dk] for hadamard_exp, else empty [0]),
+F the kernel's feature width: nothing grows with the sequence.)doc");
 }

@@ -136,7 +136,16 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&fem_softmax_read_op>(m, "fem_softmax_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
                                      "bool causal=True, float? scale=None, Tensor? key_mask=None, str impl='auto', "
                                      "Tensor? cu_seqlens=None) "
-                                     "-> (Tensor mean, Tensor free_energy)");
-  define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)");
-  define_op<&fem_restore_op>(m, "fem_restore(Tensor z, Tensor shift, Tensor beta) -> Tensor");
+                                     "-> (Tensor mean, Tensor free_energy)",
+      R"doc(The Free Energy Mixer's read under the softmax prior p = softmax(scale q k^T): (mean, free_energy).
+
+mean = E_p[clip(v)], free_energy = (1/beta) log E_p[exp(beta clip(v))] per channel, clip to |beta v| <= cap.
+q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv], beta [H*dv] or [H,dv] > 0 -> two [B,T,H,dv]. The fused kernel
+takes cap <= 40 in float32 (any cap in (0, 43] in float64); impl="torch" (auto's choice on a GPU) is one
+scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads. cu_seqlens packs sequences (each read alone, once
+per sequence: eager only).)doc");
+  define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)",
+      R"doc((clipped, scaled): v clamped to |beta v| <= cap (cap 0: no clamp) and beta times it. v [...,C], beta [C].)doc");
+  define_op<&fem_restore_op>(m, "fem_restore(Tensor z, Tensor shift, Tensor beta) -> Tensor",
+      R"doc((log z + shift) / beta: the free energy from a read z of exp(beta v - shift). z [...,C], beta [C].)doc");
 }

@@ -165,10 +165,19 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&gla_op>(m, "gla(Tensor q, Tensor k, Tensor v, Tensor log_decay, str impl='auto', float? scale=None, "
                         "Tensor? kv=None, Tensor? k_sum=None, bool output_final_state=False, "
-                        "Tensor? cu_seqlens=None) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+                        "Tensor? cu_seqlens=None) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
+      R"doc(Gated linear attention's (numerator, normaliser): S_t = diag(exp(a_t)) S_{t-1} + k_t v_t^T, numerator
+q_t S_t, normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a <= 0 per head [B,T,H] (chunked scan
+when fused) or per key feature [B,T,H,dk] (the GLA paper's gates; recurrent scan when fused). scale,
+initial_state (kv, k_sum) and output_final_state as in linear_attention. cu_seqlens (int64 [N+1]) packs N
+sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...]).)doc");
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
-                             "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)");
+                             "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
+      R"doc(One GLA step: q_t, k_t [B,H,dk], v_t [B,H,dv], log_decay_t [B,H] -> (numerator, normaliser, state).)doc");
   define_op<&fem_gla_read_op>(m, "fem_gla_read(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor beta, "
                                  "float cap=40., str impl='auto', Tensor? cu_seqlens=None) "
-                                 "-> (Tensor mean, Tensor free_energy)");
+                                 "-> (Tensor mean, Tensor free_energy)",
+      R"doc(The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and
+step, causal). q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] or [B,T,H,dk] <= 0, beta [H*dv] ->
+(mean, free_energy) [B,T,H,dv]. cu_seqlens packs sequences as in gla.)doc");
 }

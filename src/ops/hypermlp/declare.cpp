@@ -117,5 +117,12 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       m, "hypermlp_read(Tensor q, Tensor k, Tensor v, Tensor? s1=None, Tensor? diag1=None, Tensor? U1=None, "
          "Tensor? Vt1=None, Tensor? s2=None, Tensor? diag2=None, Tensor? U2=None, Tensor? Vt2=None, "
          "str activation='relu', str layout='lag', float eps=1e-12, float scale=1., int block=256, "
-         "str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
+         "str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
+      R"doc(HyperMLP's read: attention as a two-layer MLP over the context with diagonal-plus-low-rank (DPLR) mixing
+along the sequence before (s1; diag1, U1, Vt1) and after (s2; diag2, U2, Vt2) the activation (relu, glu or softmax).
+
+q [B,T,Hq,dqk], k [B,S,Hq,dqk], v [B,S,H,dvo] -> [B,T,H,dvo] (causal; Hq = H, or 2H for glu). A mixing is
+diag [Hm,L], U [Hm,L,r], Vt [Hm,r,L] with the gates s [B,T,Hm,r]; layout "lag" (row L-1-lag) or
+"forward" (row = position). impl "fused" is the blocked read, "naive" the dense one (src/ops/hypermlp).
+cu_seqlens packs sequences (each read alone from its first token, the mixing shared: eager only).)doc");
 }

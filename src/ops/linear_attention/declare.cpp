@@ -131,14 +131,27 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   define_op<&linear_attention_op>(m, "linear_attention(Tensor q, Tensor k, Tensor v, bool causal=True, "
                                      "str impl='auto', float? scale=None, Tensor? kv=None, Tensor? k_sum=None, "
                                      "bool output_final_state=False, Tensor? cu_seqlens=None) -> (Tensor numerator, "
-                                     "Tensor normaliser, Tensor kv, Tensor k_sum)");
+                                     "Tensor normaliser, Tensor kv, Tensor k_sum)",
+      R"doc(Linear attention's (numerator, normaliser): sum_j (q_t . k_j) v_j and sum_j q_t . k_j over j <= t
+(causal) or all j. q, k [B,T,H,dk], v [B,T,H,dv] -> [B,T,H,dv] and [B,T,H].
+
+As flash-linear-attention: scale multiplies q (default: none); initial_state (kv [B,H,dk,dv], k_sum [B,H,dk])
+continues the scan from earlier positions (causal); output_final_state=True also returns the state after the
+last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state. cu_seqlens
+(int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...]).)doc");
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
-                                          "Tensor k_sum)");
+                                          "Tensor k_sum)",
+      R"doc(One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> (numerator [B,1,H,dv], normaliser [B,1,H], state).)doc");
   define_op_without_tensors<&linear_attention_initial_state_op>(
       m, "linear_attention_initial_state(int batch, int heads, int dk, int dv, ScalarType? dtype=None, Device? device=None) "
-         "-> (Tensor kv, Tensor k_sum)");
+         "-> (Tensor kv, Tensor k_sum)",
+      R"doc(Empty causal state (kv [B,H,dk,dv], k_sum [B,H,dk]) of linear_attention_step and gla_step.)doc");
   define_op<&fem_linear_read_op>(m, "fem_linear_read(Tensor q, Tensor k, Tensor v, Tensor beta, float cap=40., "
                                     "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) "
-                                    "-> (Tensor mean, Tensor free_energy)");
+                                    "-> (Tensor mean, Tensor free_energy)",
+      R"doc(The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features):
+(mean, free_energy), computed as the FEM layer does (one read of [clip(v), exp(beta clip(v) - cap)] in
+float64). q, k [B,T,H,dk], v [B,T,H,dv], beta [H*dv] -> two [B,T,H,dv]. cu_seqlens packs sequences as in
+linear_attention.)doc");
 }

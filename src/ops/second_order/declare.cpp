@@ -90,7 +90,13 @@ SEQMIX_OP_FAMILY(declare_second_order);
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&mha2nd1st_op>(m, "mha2nd1st_read(Tensor q, Tensor k, Tensor temperature, Tensor bias_scale, "
-                              "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
+                              "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
+      R"doc(MHA2nd1st's read u + c Cov_p(k) u, u = q - E_p[k], p_j = softmax_j(-(||q - k_j||^2) / (2 T_h)).
+q [B,T,H,d], k [B,S,H,d], temperature [H] > 0, bias_scale [H] -> [B,T,H,d]. "naive" forms Cov_p(k).
+cu_seqlens packs sequences (each read alone: eager only).)doc");
   define_op<&light2nd1st_op>(m, "light2nd1st_read(Tensor q, Tensor k, Tensor v, float scale, Tensor tau, "
-                                "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor");
+                                "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
+      R"doc(LightMHA2nd1st's read vbar + tau Cov_p(v) vbar, vbar = E_p[v], p = softmax(scale q k^T).
+q, k [B,*,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]. "naive" forms Cov_p(v). cu_seqlens packs sequences
+(each read alone: eager only).)doc");
 }

@@ -42,9 +42,9 @@ TensorPair ssm_step_op(const at::Tensor& u_t, const at::Tensor& delta_t, const a
 
 // The FEM read under the selective-SSM prior, per channel: the prior's weights are the scan's impulse
 // response, normalised by the scan of ones (plus the skip D u in both), as the FEM layer's SSM prior reads
-// real tokens (this op has no padding mask). v, delta [B,T,C], A [C,N], b, c [B,T,N], D [C] (optional), beta [C].
+// real tokens (this op has no padding mask). v, delta [B,T,C], A [C,N], b, c [B,T,N], beta [C], D [C] (optional).
 TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                           const at::Tensor& c, const c10::optional<at::Tensor>& D, const at::Tensor& beta, double cap,
+                           const at::Tensor& c, const at::Tensor& beta, const c10::optional<at::Tensor>& D, double cap,
                            c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
   const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read", v.device());
@@ -107,10 +107,19 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_op<&ssm_scan_op>(m, "ssm_scan(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, str impl='auto', "
                              "Tensor? state=None, bool output_final_state=False, Tensor? cu_seqlens=None) "
-                             "-> (Tensor y, Tensor state)");
+                             "-> (Tensor y, Tensor state)",
+      R"doc(Diagonal selective scan: h_t = exp(delta_t A) h_{t-1} + delta_t b_t u_t, y_t = sum_n c_t[n] h_t[:, n].
+u, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] -> y [B,T,C]. initial_state h_0 [B,C,N] continues the scan;
+output_final_state=True returns (y, h_T). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, ...],
+each scanned from zero (or its own row of initial_state, [N,C,N_state]).)doc");
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
-                             "-> (Tensor y, Tensor state)");
-  define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? D, "
-                                 "Tensor beta, float cap=40., str impl='auto', Tensor? cu_seqlens=None) "
-                                 "-> (Tensor mean, Tensor free_energy)");
+                             "-> (Tensor y, Tensor state)",
+      R"doc(One scan step: u_t, delta_t [B,C], A [C,N], b_t, c_t [B,N], state [B,C,N] -> (y_t [B,C], state).)doc");
+  define_op<&fem_ssm_read_op>(m, "fem_ssm_read(Tensor v, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor beta, "
+                                 "Tensor? D=None, float cap=40., str impl='auto', Tensor? cu_seqlens=None) "
+                                 "-> (Tensor mean, Tensor free_energy)",
+      R"doc(The FEM read under the selective-SSM prior, per channel: weights are the scan's impulse response,
+normalised by the scan of ones (with the skip D u in both, as the FEM layer reads it).
+v, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] >= 0, D [C], beta [C] -> (mean, free_energy) [B,T,C].
+cu_seqlens packs sequences as in ssm_scan.)doc");
 }
