@@ -55,9 +55,7 @@ PriorDeclaration aft_prior() {
       .name = "aft",
       .has_query_key = false,
       .meaning = "AFT / LRNN-softmax: exp(per-channel key logits), causal running max",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<AftPrior>(config, home);
-      }}
+      .make = make_prior<AftPrior>}
       .erase();
 }
 

@@ -71,9 +71,7 @@ PriorDeclaration delta_prior() {
       .name = "delta",
       .has_query_key = true,
       .meaning = "the delta rule (DeltaNet), read normalised by its read of ones",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<DeltaPrior>(config, home);
-      },
+      .make = make_prior<DeltaPrior>,
       .impls = ops::ImplSet{ops::Impl::naive}}
       .erase();
 }

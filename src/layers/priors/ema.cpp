@@ -54,9 +54,7 @@ PriorDeclaration ema_prior() {
       .name = "ema",
       .has_query_key = false,
       .meaning = "exponential moving average per head: gamma_h^(t-i), a learned time-invariant decay",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<EmaPrior>(config, home);
-      },
+      .make = make_prior<EmaPrior>,
       .fields = {Field<EmaOptions>::real("ema_half_life", &EmaOptions::ema_half_life,
                                          "ema prior: the slowest head's initial half-life in tokens", 1.0, 1e6)}}
       .erase();

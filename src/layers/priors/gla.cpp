@@ -52,9 +52,7 @@ PriorDeclaration gla_prior() {
       .name = "gla",
       .has_query_key = true,
       .meaning = "linear attention with a data-dependent decay per head",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<GlaPrior>(config, home);
-      },
+      .make = make_prior<GlaPrior>,
       .fields = {decay_option_fields()}}
       .erase();
 }

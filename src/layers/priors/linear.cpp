@@ -50,9 +50,7 @@ PriorDeclaration linear_prior() {
       .name = "linear",
       .has_query_key = true,
       .meaning = "normalised linear attention, ReLU + eps features",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<LinearPrior>(config, home);
-      }}
+      .make = make_prior<LinearPrior>}
       .erase();
 }
 

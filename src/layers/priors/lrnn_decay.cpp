@@ -32,9 +32,7 @@ PriorDeclaration lrnn_decay_prior() {
       .name = "lrnn_decay",
       .has_query_key = false,
       .meaning = "the decay of GLA alone: exp(sum of per-head log decays)",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<LrnnDecayPrior>(config, home);
-      },
+      .make = make_prior<LrnnDecayPrior>,
       .fields = {decay_option_fields()}}
       .erase();
 }

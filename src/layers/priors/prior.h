@@ -182,6 +182,11 @@ struct PriorDeclarationOf {
 };
 // A prior without options of its own.
 struct NoPriorOptions {};
+// The make of a prior class P constructed from (config, home).
+template <class P>
+Prior make_prior(const PriorConfig& config, torch::nn::Module& home) {
+  return std::make_shared<P>(config, home);
+}
 
 // The key-value machinery of the softmax prior (q/k projection, cache, block prefill) with another read of its
 // cache: the attention mixers that are not softmax (relu, light2nd1st). attend(q, k, v, causal, key_mask).

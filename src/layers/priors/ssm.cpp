@@ -96,9 +96,7 @@ PriorDeclaration ssm_prior() {
       .name = "ssm",
       .has_query_key = false,
       .meaning = "selective SSM impulse response, normalised by the scan of ones",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<SsmPrior>(config, home);
-      },
+      .make = make_prior<SsmPrior>,
       .fields = {Field<SsmPriorOptions>::integer("ssm_state", &SsmPriorOptions::ssm_state, "state size of the ssm prior",
                                                  1)}}
       .erase();
