@@ -25,15 +25,20 @@ std::vector<Field<O>> stack_fields(const char* channel_meaning, const char* norm
           Field<O>::spec("residual", &O::residual, "residual scheme")};
 }
 
-// The stack's settings from a model's options and the context.
-template <class O>
-LanguageModelOptions stack_of(const O& o, const ModelContext& c) {
-  LanguageModelOptions lm;
+// What the task's context decides in a stack's settings: input and output sizes, the longest sequence, the mixers.
+void place(LanguageModelOptions& lm, const ModelContext& c) {
   lm.vocab_size = c.vocab_size;
   lm.input_features = c.input_features;
   lm.output_features = c.output_features;
   lm.max_len = c.seq_len;
   lm.mixers = c.mixers;
+}
+
+// The stack's settings from a model's options and the context.
+template <class O>
+LanguageModelOptions stack_of(const O& o, const ModelContext& c) {
+  LanguageModelOptions lm;
+  place(lm, c);
   lm.dim = o.dim;
   lm.layers = o.layers;
   lm.channel_mixer = o.channel;
@@ -66,7 +71,6 @@ struct VitOptions {
 struct DLinearOptions {
   int64_t kernel = 25;
 };
-struct ProbeOptions {};
 
 // What every model but the forecasting ones and dlinear needs: mixers, and a task that emits per position.
 void check_per_position(const std::string& name, const ModelContext& c) {
@@ -83,11 +87,7 @@ void check_forecasting(const std::string& name, const ModelContext& c) {
 SequenceModel make_language_model(const LanguageModelOptions& o, const ModelContext& c) {
   check_per_position("lm", c);
   LanguageModelOptions lm = o;
-  lm.vocab_size = c.vocab_size;
-  lm.input_features = c.input_features;
-  lm.output_features = c.output_features;
-  lm.max_len = c.seq_len;
-  lm.mixers = c.mixers;
+  place(lm, c);
   return std::make_shared<LanguageModelImpl>(lm);
 }
 
@@ -96,7 +96,7 @@ SequenceModel make_autoencoder(const AutoencoderOptions& o, const ModelContext& 
   return std::make_shared<AutoEncoderImpl>(stack_of(o, c), c.seq_len);
 }
 
-SequenceModel make_probe(const ProbeOptions&, const ModelContext& c) {
+SequenceModel make_probe(const NoOptions&, const ModelContext& c) {
   check_per_position("probe", c);
   if (c.input_features <= 0) throw Error("model probe: needs a task with real-valued inputs (e.g. argmax)");
   if (c.mixers.size() != 1) throw Error("model probe: takes exactly one mixer");
@@ -155,7 +155,7 @@ const std::vector<ModelDeclaration>& model_declarations() {
               "normalisation layers of the encoder"),
           .make = make_autoencoder}
           .erase(),
-      ModelDeclarationOf<ProbeOptions>{
+      ModelDeclarationOf<NoOptions>{
           .name = "probe",
           .meaning = "one sequence mixer on the raw inputs, read at the last position (no embedding, no MLP)",
           .make = make_probe}

@@ -68,8 +68,6 @@ std::string resolve_mixer_spec(const std::string& spec) {
 
 namespace {
 
-struct NoOptions {};
-
 ChannelMixer make_swiglu(const SwiGLUOptions& o, int64_t dim) {
   return std::make_shared<SwiGLUImpl>(dim, o.hidden > 0 ? o.hidden : swiglu_default_hidden(dim));
 }

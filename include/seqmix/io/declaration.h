@@ -96,6 +96,9 @@ struct Field {
   }
 };
 
+// The options struct of a component that has no options (the probe model, channel mixer none, prenorm, most priors).
+struct NoOptions {};
+
 // The declarations of fields, and validated options read into O{} through them.
 template <class O>
 std::vector<OptionInfo> option_infos(const std::vector<Field<O>>& fields) {

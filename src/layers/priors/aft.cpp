@@ -51,7 +51,7 @@ class AftPrior : public PriorImpl {
 }  // namespace
 
 PriorDeclaration aft_prior() {
-  return PriorDeclarationOf<NoPriorOptions>{
+  return PriorDeclarationOf<NoOptions>{
       .name = "aft",
       .has_query_key = false,
       .meaning = "AFT / LRNN-softmax: exp(per-channel key logits), causal running max",

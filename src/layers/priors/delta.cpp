@@ -67,7 +67,7 @@ class DeltaPrior : public LinearStatePrior {
 }  // namespace
 
 PriorDeclaration delta_prior() {
-  return PriorDeclarationOf<NoPriorOptions>{
+  return PriorDeclarationOf<NoOptions>{
       .name = "delta",
       .has_query_key = true,
       .meaning = "the delta rule (DeltaNet), read normalised by its read of ones",

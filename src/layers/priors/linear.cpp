@@ -46,7 +46,7 @@ class LinearPrior : public LinearStatePrior {
 }  // namespace
 
 PriorDeclaration linear_prior() {
-  return PriorDeclarationOf<NoPriorOptions>{
+  return PriorDeclarationOf<NoOptions>{
       .name = "linear",
       .has_query_key = true,
       .meaning = "normalised linear attention, ReLU + eps features",

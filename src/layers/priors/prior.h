@@ -180,8 +180,6 @@ struct PriorDeclarationOf {
     return d;
   }
 };
-// A prior without options of its own.
-struct NoPriorOptions {};
 // The make of a prior class P constructed from (config, home).
 template <class P>
 Prior make_prior(const PriorConfig& config, torch::nn::Module& home) {

@@ -95,7 +95,7 @@ class KeyValuePrior : public PriorImpl {
 }  // namespace
 
 PriorDeclaration softmax_prior() {
-  return PriorDeclarationOf<NoPriorOptions>{
+  return PriorDeclarationOf<NoOptions>{
       .name = "softmax",
       .has_query_key = true,
       .meaning = "softmax(q k^T / sqrt(dk)) over the visible keys",
