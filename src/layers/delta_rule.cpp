@@ -12,13 +12,10 @@
 namespace seqmix {
 
 DeltaRuleImpl::DeltaRuleImpl(const DeltaRuleOptions& options)
-    : PriorMixerImpl("delta", options.dim, /*causal=*/true, options.heads, options.rope), options_(options) {
+    : PriorMixerImpl("delta", options, /*causal=*/true), options_(options) {
   PriorConfig c;
-  c.rope = options.rope;
-  c.rope_theta = options.rope_theta;
-  c.impl = options.impl;
   c.normalize = false;  // DeltaNet's read: the numerator S^T q
-  create("delta", c, options.bias);
+  create("delta", c);
 }
 
 namespace {

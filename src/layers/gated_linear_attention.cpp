@@ -13,20 +13,17 @@
 namespace seqmix {
 
 GatedLinearAttentionImpl::GatedLinearAttentionImpl(const GatedLinearAttentionOptions& options)
-    : PriorMixerImpl("gla", options.dim, /*causal=*/true, options.heads, options.rope), options_(options) {
+    : PriorMixerImpl("gla", options, /*causal=*/true), options_(options) {
   if (options.normalize && !is_positive(options.feature))
     throw Error("mixer gla: normalize=1 needs a positive feature map (relu or elu)");
   if (options.gate_normalizer <= 0) throw Error("mixer gla: gate_normalizer must be positive");
   PriorConfig c;
-  c.rope = options.rope;
-  c.rope_theta = options.rope_theta;
   c.own = DecayOptions{options.gate_normalizer, options.per_key};
   c.eps = options.eps;
-  c.impl = options.impl;
   c.feature = options.feature;
   c.floor = options.eps;
   c.normalize = options.normalize;
-  create("gla", c, options.bias);
+  create("gla", c);
 }
 
 namespace {

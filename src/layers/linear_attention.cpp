@@ -13,18 +13,14 @@
 namespace seqmix {
 
 LinearAttentionImpl::LinearAttentionImpl(const LinearAttentionOptions& options)
-    : PriorMixerImpl("linear", options.dim, options.causal, options.heads, options.rope), options_(options) {
+    : PriorMixerImpl("linear", options, options.causal), options_(options) {
   if (!is_positive(options.feature))
     throw Error("mixer linear: a normalised read needs a positive feature map (relu or elu)");
   PriorConfig c;
-  c.rope = options.rope;
-  c.rope_theta = options.rope_theta;
   c.eps = options.eps;
-  c.causal = options.causal;
-  c.impl = options.impl;
   c.feature = options.feature;
   c.floor = options.eps;
-  create("linear", c, options.bias);
+  create("linear", c);
 }
 
 namespace {

@@ -9,24 +9,29 @@
 
 namespace seqmix {
 
-PriorMixerImpl::PriorMixerImpl(const std::string& kind, int64_t dim, bool causal, int64_t heads, bool rope)
-    : MixerImpl(kind, dim, causal), heads_(heads) {
+PriorMixerImpl::PriorMixerImpl(const std::string& kind, const PriorMixerOptions& shared, bool causal)
+    : MixerImpl(kind, shared.dim, causal), heads_(shared.heads), shared_(shared) {
+  const int64_t dim = shared.dim, heads = shared.heads;
   if (heads <= 0 || dim % heads != 0)
     throw Error("mixer " + kind + ": width " + std::to_string(dim) + " is not divisible by heads=" +
                 std::to_string(heads));
   head_dim_ = dim / heads;
-  if (rope && head_dim_ % 2 != 0)
+  if (shared.rope && head_dim_ % 2 != 0)
     throw Error("mixer " + kind + ": rope=1 needs an even head width (got " + std::to_string(head_dim_) + ")");
 }
 
-void PriorMixerImpl::create(const std::string& prior, PriorConfig config, bool bias) {
+void PriorMixerImpl::create(const std::string& prior, PriorConfig config) {
   config.dim = dim();
   config.heads = heads_;
   config.value_head_dim = config.qk_head_dim = head_dim_;
-  config.bias = bias;
+  config.rope = shared_.rope;
+  config.rope_theta = shared_.rope_theta;
+  config.bias = shared_.bias;
+  config.impl = shared_.impl;
+  config.causal = is_causal();
   config.layout = QueryKeyLayout::packed;
   prior_ = prior_declaration(prior).make(config, *this);
-  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dim(), dim()).bias(bias)));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dim(), dim()).bias(shared_.bias)));
   prior_->init_parameters();
   init_linear(out);
 }

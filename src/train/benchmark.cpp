@@ -17,6 +17,7 @@
 #include "seqmix/models/registry.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/tasks/task.h"
+#include "seqmix/tasks/text_lm.h"
 #include "seqmix/train/run.h"
 
 namespace seqmix {
@@ -106,13 +107,14 @@ BenchCase make_mixer_case(const MixerSpec& spec, int64_t batch, int64_t length, 
 LanguageModelSetup language_model_setup(const std::string& config_path) {
   Config config(run_config_schema());
   config.merge_yaml_file(config_path);
-  const Options task = component_options(task_infos(), "task", config.text("task"));
-  if (Spec::parse(config.text("task")).name != "text")
-    throw Error(config_path + ": bench --config times language models of the text task, not task '" +
-                Spec::parse(config.text("task")).name + "'");
+  const TaskSpec task(config.text("task"));
+  if (task.name() != "text")
+    throw Error(config_path + ": bench --config times language models of the text task, not task '" + task.name() +
+                "'");
+  const auto& text = std::any_cast<const TextOptions&>(task.options);
   LanguageModelSetup setup;
-  setup.vocab_size = task.integer("vocab_size");
-  setup.seq_len = task.integer("seq_len");
+  setup.vocab_size = text.vocab_size;
+  setup.seq_len = text.seq_len;
   setup.model = ModelSpec(config.text("model").empty() ? "lm" : config.text("model"));
   if (setup.model.name() != "lm")
     throw Error(config_path + ": bench --config times model lm, not '" + setup.model.name() + "'");

@@ -120,19 +120,18 @@ double mad_run(const MadOptions& o, const MadPreset& preset, const MadTaskPlan& 
   if (!fs::exists(summary_path) && o.finished_only) return NAN;
   if (!fs::exists(summary_path)) {
     Config config(run_config_schema());
-    std::unique_ptr<Task> task;  // built here only when its default model is needed, then handed to build_run
+    std::unique_ptr<Task> task;  // a new run's task, built once here and handed to build_run
     // A run stopped before its first checkpoint resumes too: the trainer starts it again from step 0 and
     // drops the log lines and temporary files it left.
     const bool resume = fs::exists(dir / "config.yaml");
     if (resume) {
       config.merge_yaml_file((dir / "config.yaml").string());
     } else {
-      const int64_t num_train = component_options(task_infos(), "task", setting).integer("num_train");
-      const int64_t per_epoch = (num_train + preset.batch_size - 1) / preset.batch_size;
+      task = build_task(setting);  // its training set sizes an epoch; the run trains on it
+      const int64_t per_epoch = (task->train_size() + preset.batch_size - 1) / preset.batch_size;
       config.set("task", setting, "mad");
       config.set("mixer", mixer, "mad");
       if (!o.residual.empty()) {  // the task's own backbone (lm, or compression's autoencoder) with that residual
-        task = build_task(setting);
         Spec model = Spec::parse(task->default_model());
         model.options.emplace_back("residual", o.residual);
         config.set("model", model.str(), "mad");

@@ -9,14 +9,7 @@
 
 namespace seqmix {
 
-struct DeltaRuleOptions {
-  ops::Impl impl = ops::Impl::automatic;  // the delta rule has its parallel (naive) form only
-  int64_t dim = 128;
-  int64_t heads = 4;
-  bool rope = false;
-  double rope_theta = 10000.0;
-  bool bias = true;
-};
+struct DeltaRuleOptions : PriorMixerOptions {};  // the delta rule has its parallel (naive) form only
 
 class DeltaRuleImpl : public PriorMixerImpl {
  public:

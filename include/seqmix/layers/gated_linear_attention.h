@@ -12,18 +12,12 @@
 namespace seqmix {
 
 // value projection -> the gla prior's read (src/layers/priors/gla.cpp) -> output projection.
-struct GatedLinearAttentionOptions {
-  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
-  int64_t dim = 128;
-  int64_t heads = 4;
+struct GatedLinearAttentionOptions : PriorMixerOptions {
   FeatureMap feature = FeatureMap::Relu;
   bool normalize = true;
   double gate_normalizer = 16.0;  // divides the log decay: at init the decay is sigmoid(0)^(1/16) ~ 0.96
   bool per_key = false;           // a decay per key feature (the GLA paper's gates [B,T,H,dk]), else per head
   double eps = 1e-6;
-  bool rope = false;
-  double rope_theta = 10000.0;
-  bool bias = true;
 };
 
 class GatedLinearAttentionImpl : public PriorMixerImpl {

@@ -9,15 +9,9 @@
 namespace seqmix {
 
 // value projection -> the linear prior's read (src/layers/priors/linear.cpp) -> output projection.
-struct LinearAttentionOptions {
-  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
-  int64_t dim = 128;
-  int64_t heads = 4;
+struct LinearAttentionOptions : PriorMixerOptions {
   FeatureMap feature = FeatureMap::Relu;  // must be positive
   double eps = 1e-6;                      // feature offset and normaliser floor
-  bool rope = false;                      // RoPE on q and k before the feature map
-  double rope_theta = 10000.0;
-  bool bias = true;
   bool causal = true;
 };
 

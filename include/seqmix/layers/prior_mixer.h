@@ -8,11 +8,23 @@
 #include <string>
 
 #include "seqmix/layers/mixer.h"
+#include "seqmix/ops/impl.h"
 
 namespace seqmix {
 
 class PriorImpl;
 struct PriorConfig;
+
+// What every mixer on a prior shares; its options struct derives from this and PriorMixerImpl::create hands these to
+// the prior (the width, heads and head widths, RoPE, biases and the read's implementation), so no mixer copies them.
+struct PriorMixerOptions {
+  ops::Impl impl = ops::Impl::automatic;  // auto (per device), the fused kernel, or its naive twin
+  int64_t dim = 128;
+  int64_t heads = 4;
+  bool rope = false;  // RoPE on q and k (before the feature map)
+  double rope_theta = 10000.0;
+  bool bias = true;
+};
 
 class PriorMixerImpl : public MixerImpl {
  public:
@@ -27,14 +39,16 @@ class PriorMixerImpl : public MixerImpl {
 
  protected:
   // Checks that heads divide the width and, with rope, that the head width is even (the errors name the mixer).
-  PriorMixerImpl(const std::string& kind, int64_t dim, bool causal, int64_t heads, bool rope);
-  // The prior `prior` from `config` (its width, heads, head widths and packed layout are filled in here), then the
-  // output projection: the order in which the parameters draw from the generator.
-  void create(const std::string& prior, PriorConfig config, bool bias);
+  PriorMixerImpl(const std::string& kind, const PriorMixerOptions& shared, bool causal);
+  // The prior `prior` from `config`, which holds the settings of this mixer's own (the shared ones, the packed
+  // layout and the causal flag are filled in here), then the output projection: the order in which the parameters
+  // draw from the generator.
+  void create(const std::string& prior, PriorConfig config);
 
   int64_t heads_, head_dim_;
 
  private:
+  PriorMixerOptions shared_;
   std::shared_ptr<PriorImpl> prior_;
 };
 
