@@ -24,10 +24,14 @@ print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) on {torch.cuda.get
       f"compute capability {'.'.join(map(str, torch.cuda.get_device_capability()))}")
 PY
 
-# nlohmann_json's headers from the wheel the repository carries, on a path of this script's own.
+# nlohmann_json's headers from the wheel the repository carries, on a path of this script's own; and
+# flash-linear-attention (fla-core, pure Python and Triton, with einops) for the benchmark's GLA baseline.
 site=$out/site
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --disable-pip-version-check --upgrade \
   --target "$site" "$root"/third_party/wheels/nlohmann_json-*.whl
+"$python" -m pip install --quiet --no-index --no-deps --no-compile --disable-pip-version-check --upgrade \
+  --target "$site" "$root"/third_party/wheels/einops-*.whl "$root"/third_party/wheels/fla_core-*.whl ||
+  say "fla-core not installed: the GLA rows run without flash-linear-attention's baseline"
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
 # The package's library (ops, layers, models: what the tests load), built against this machine's torch.

@@ -147,7 +147,9 @@ def fem_softmax_read(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, cap: float =
     mean = E_p[clip(v)], free_energy = (1/beta) log E_p[exp(beta clip(v))] per channel, clip to |beta v| <= cap.
     q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv], beta [H*dv] or [H,dv] > 0 -> two [B,T,H,dv]. The fused kernel
     takes cap <= 40 in float32 (any cap in (0, 43] in float64); impl="torch" (auto's choice on a GPU) is one
-    scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads. cu_seqlens packs sequences (each read alone, once
+    scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads.
+    On CUDA, impl="fused" is seqmix's tensor-core kernel: bfloat16 or float16 inputs, cap <= 40, head widths
+    (dk, dv) of 32, 64 or 128 (src/ops/fem/README.md). cu_seqlens packs sequences (each read alone, once
     per sequence: eager only)."""
     return _seqmix_ops().fem_softmax_read(q, k, v, beta, cap, causal, scale, key_mask, impl, cu_seqlens)
 

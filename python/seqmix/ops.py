@@ -46,7 +46,8 @@ def op_table() -> dict:
     """The op table (each op family's src/ops/<family>/declare.cpp): {"families": [{"name", "torch_ops": [{"name",
     "impls", "impls_on": {"cpu": [...], "cuda": [...]}, "doc"}], "bench_cases"}]}; impls is empty for an operator
     without an `impl` argument, impls_on says which of them run on each device ("auto" picks fused, then torch,
-    then naive among them), and doc is the operator's documentation (its wrapper's docstring)."""
+    then naive among them), and doc is the operator's documentation (its wrapper's docstring); "cuda_kernels" says
+    whether this build compiled seqmix's CUDA kernels (without them no fused impl runs on CUDA)."""
     return json.loads(_seqmix_ops().op_table())
 
 

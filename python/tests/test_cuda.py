@@ -27,6 +27,9 @@ def setUpModule():
         raise unittest.SkipTest("no GPU visible (torch.cuda.is_available() is False): the cuda tests run on a GPU "
                                 "machine, scripts/gpu_check.sh")
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
+# seqmix's own CUDA kernels, which read bfloat16/float16 on tensor cores at the head widths they are compiled for:
+# FusedFemSoftmaxReadOnCuda tests them at their shapes; the sweep below skips them (its samples' widths are 3 and 4).
+CUDA_KERNELS = {("fem_softmax_read", "fused")}
 
 
 def relative_error(got, want):
@@ -88,6 +91,8 @@ class EveryOp(unittest.TestCase):
         for name in sorted(SAMPLES):
             impls = impls_on(name, "cuda")
             for impl in (["auto"] + impls) if impls else [None]:
+                if (name, impl) in CUDA_KERNELS:
+                    continue
                 for dtype in (torch.float32, torch.bfloat16):
                     with self.subTest(op=name, impl=impl, dtype=dtype):
                         self.check(name, impl, dtype)
@@ -122,6 +127,89 @@ class EveryOp(unittest.TestCase):
                                      decay[:, begin:begin + n])
                         torch.testing.assert_close(packed[:, begin:begin + n], alone, atol=1e-5, rtol=1e-5)
                     begin += n
+
+
+def fem_read_and_gradients(q, k, v, beta, weights, **kw):
+    """fem_softmax_read's (mean, free_energy) and the gradients of sum(mean w0 + free_energy w1) w.r.t. q, k, v, beta."""
+    leaves = [x.detach().requires_grad_() for x in (q, k, v, beta)]
+    mean, free = seqmix.fem_softmax_read(*leaves, **kw)
+    loss = (mean.double() * weights[0].to(mean.device)).sum() + (free.double() * weights[1].to(free.device)).sum()
+    return [mean, free] + list(torch.autograd.grad(loss, leaves))
+
+
+class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
+    """seqmix's CUDA kernel of the FEM softmax read (src/ops/fem/fused_cuda.cu) against the CPU's float64 naive twin
+    reading the same rounded inputs: outputs and the gradients of q, k, v and beta, at awkward shapes (T not a
+    multiple of the 64-row tile, T = 1, more keys than queries, every compiled pair of head widths), causal and not,
+    with padding (a batch row with every key masked among them), packed sequences with empty and length-1 ones, in
+    bfloat16 and float16 (read as bfloat16, so bfloat16's tolerance)."""
+
+    HEAD_DIMS = [(32, 32), (64, 64), (128, 128), (32, 64), (64, 32), (64, 128), (128, 64)]
+
+    def compare(self, q, k, v, beta, dtype, cap=8.0, **kw):
+        torch.manual_seed(1)
+        T, dv = q.shape[1], v.shape[3]
+        weights = [torch.randn(q.shape[0], T, q.shape[2], dv, dtype=torch.float64).to(dtype).double() for _ in range(2)]
+        rounded = [x.to(dtype) for x in (q, k, v, beta)]
+        cpu_kw = {key: (x.cpu() if isinstance(x, torch.Tensor) else x) for key, x in kw.items()}
+        want = fem_read_and_gradients(*[x.double() for x in rounded], weights, cap=cap, impl="naive", **cpu_kw)
+        gpu_kw = {key: (x.to(CUDA) if isinstance(x, torch.Tensor) else x) for key, x in kw.items()}
+        got = fem_read_and_gradients(*[x.to(CUDA) for x in rounded], weights, cap=cap, impl="fused", **gpu_kw)
+        names = ["mean", "free_energy", "dq", "dk", "dv", "dbeta"]
+        for name, g, w in zip(names, got, want):
+            self.assertEqual(g.device.type, "cuda", name)
+            self.assertEqual(g.dtype, dtype, name)
+            self.assertTrue(torch.isfinite(g).all(), name)
+            self.assertLess(relative_error(g, w), TOLERANCE[torch.bfloat16], name)
+
+    def inputs(self, B, T, S, H, dk, dv):
+        g = torch.Generator().manual_seed(0)
+        q, k = torch.randn(B, T, H, dk, generator=g), torch.randn(B, S, H, dk, generator=g)
+        v = 2 * torch.randn(B, S, H, dv, generator=g)  # some values beyond the cap, so the clamp's gradient runs
+        beta = torch.rand(H * dv, generator=g) + 0.5
+        return q, k, v, beta
+
+    def test_outputs_and_gradients_at_awkward_shapes(self):
+        """Every compiled pair of widths at T = 1, one row past a tile and fewer queries than keys; every tile edge at
+        d = 64; float16 once (it runs the bfloat16 kernel)."""
+        cases = [(torch.bfloat16, dims, shape) for dims in self.HEAD_DIMS for shape in ((1, 1), (65, 65), (37, 100))]
+        cases += [(torch.bfloat16, (64, 64), shape) for shape in ((63, 63), (64, 64), (130, 130))]
+        cases += [(torch.float16, (64, 64), (65, 65))]
+        for dtype, (dk, dv), (T, S) in cases:
+            for causal in (True, False):
+                with self.subTest(dtype=dtype, dk=dk, dv=dv, T=T, S=S, causal=causal):
+                    self.compare(*self.inputs(2, T, S, 2, dk, dv), dtype, causal=causal)
+
+    def test_padding_never_contributes(self):
+        q, k, v, beta = self.inputs(3, 70, 70, 2, 64, 64)
+        key_mask = torch.ones(3, 70, dtype=torch.bool)
+        key_mask[0, :5] = False   # left padding
+        key_mask[1, 40:] = False  # right padding
+        key_mask[2] = False       # nothing real: each row reads its own key (the CPU kernels' rule)
+        for causal in (True, False):
+            with self.subTest(causal=causal):
+                self.compare(q, k, v, beta, torch.bfloat16, causal=causal, key_mask=key_mask)
+
+    def test_packed_sequences_with_empty_and_length_one_ones(self):
+        q, k, v, beta = self.inputs(1, 80, 80, 2, 64, 64)
+        cu_seqlens = torch.tensor([0, 3, 3, 4, 80])
+        self.compare(q, k, v, beta, torch.bfloat16, cu_seqlens=cu_seqlens)
+
+    def test_the_largest_cap_and_values_at_the_limit(self):
+        q, k, v, beta = self.inputs(2, 96, 96, 2, 64, 64)
+        self.compare(q, k, 50 * v, beta, torch.bfloat16, cap=40.0)
+
+    def test_what_the_kernel_does_not_read_is_one_line(self):
+        cases = [(tuple(x.bfloat16() for x in self.inputs(1, 8, 8, 2, 48, 48)), {}, "head widths"),
+                 (tuple(x.float() for x in self.inputs(1, 8, 8, 2, 64, 64)), {}, "reads bfloat16 or float16"),
+                 (tuple(x.bfloat16() for x in self.inputs(1, 8, 8, 2, 64, 64)), {"cap": 41.0}, "cap")]
+        for args, kw, words in cases:
+            with self.subTest(words=words):
+                with self.assertRaises(RuntimeError) as caught:
+                    seqmix.fem_softmax_read(*[x.to(CUDA) for x in args], impl="fused", **kw)
+                message = str(caught.exception).splitlines()[0]
+                self.assertIn("fem_softmax_read", message)
+                self.assertIn(words, message)
 
 
 class EveryMixer(unittest.TestCase):

@@ -41,10 +41,12 @@ class OnAnotherDevice(unittest.TestCase):
                 self.assertTrue(set(impls_on(name, "cuda")) <= set(impls))
                 if impls:  # the naive twin is ATen: it runs everywhere
                     self.assertIn("naive", impls_on(name, "cuda"))
-        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too.
+        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too, and the fused FEM softmax read
+        # has a CUDA kernel of its own where the build compiled the CUDA sources.
         self.assertEqual(impls_on("gla", "cuda"), ["naive", "chunked"])
         self.assertEqual(impls_on("attention", "cuda"), ["naive", "torch"])
-        self.assertEqual(impls_on("fem_softmax_read", "cuda"), ["naive", "torch"])
+        kernels = seqmix.op_table()["cuda_kernels"]
+        self.assertEqual(impls_on("fem_softmax_read", "cuda"), (["fused"] if kernels else []) + ["naive", "torch"])
         self.assertEqual(impls_on("mha2nd1st_read", "cuda"), ["fused", "naive"])
 
     def test_an_implementation_a_device_lacks_is_one_line_naming_the_ones_it_has(self):

@@ -50,8 +50,9 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 
 // The softmax prior's read through the dispatcher (torch.ops.seqmix.fem_softmax_read): fused, naive, or torch:
 // one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
-// authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device.
-constexpr ImplSet kFemSoftmaxReadImpls{Impl::fused, Impl::naive, Impl::torch};
+// authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device. The fused form
+// has a CUDA kernel too (src/ops/fem/fused_cuda.cu: bfloat16/float16 inputs on tensor cores).
+constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, /*fused_on_cuda=*/true};
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
 namespace native {

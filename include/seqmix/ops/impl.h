@@ -19,7 +19,7 @@ std::string impl_name(Impl impl);
 
 // The implementations an op family has, and the devices each runs on. The naive twins, PyTorch's kernels and the
 // chunked forms are ATen code, so they run wherever ATen does; a fused kernel is CPU code unless the family also
-// registers a CUDA kernel for it (fused_on_cuda).
+// registers a CUDA kernel for it (fused_on_cuda, and the build compiled the CUDA sources).
 class ImplSet {
  public:
   constexpr ImplSet(std::initializer_list<Impl> impls, bool fused_on_cuda = false) : fused_on_cuda_(fused_on_cuda) {
@@ -38,6 +38,9 @@ class ImplSet {
 };
 
 constexpr ImplSet kFusedAndNaive{Impl::fused, Impl::naive};
+
+// Whether this build compiled the op families' CUDA kernels (src/ops/*/*.cu: SEQMIX_CUDA with a CUDA torch).
+bool cuda_kernels_built();
 
 // The implementation that runs for `requested` on `device`: `auto` picks the fastest the device has (fused, then
 // PyTorch's, then chunked, then the naive twin); a named one runs when `op` has it there, else throws seqmix::Error

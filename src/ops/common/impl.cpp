@@ -2,6 +2,10 @@
 
 #include "seqmix/io/error.h"
 
+#ifndef SEQMIX_CUDA_KERNELS
+#define SEQMIX_CUDA_KERNELS 0
+#endif
+
 namespace seqmix::ops {
 
 Impl parse_impl(const std::string& name) {
@@ -24,6 +28,8 @@ std::string impl_name(Impl impl) {
   return "unknown";
 }
 
+bool cuda_kernels_built() { return SEQMIX_CUDA_KERNELS != 0; }
+
 std::vector<Impl> ImplSet::list() const {
   std::vector<Impl> out;
   for (Impl i : {Impl::fused, Impl::naive, Impl::torch, Impl::chunked})
@@ -40,7 +46,8 @@ std::string ImplSet::names() const {
 ImplSet ImplSet::on(const c10::Device& device) const {
   ImplSet out = *this;
   // Every device beyond the CPU is treated as CUDA (the meta device too, where the tests check what runs on a GPU).
-  const bool fused_runs = device.is_cpu() || fused_on_cuda_;
+  // A family's CUDA kernel exists when the build compiled the CUDA sources (SEQMIX_CUDA with a CUDA torch).
+  const bool fused_runs = device.is_cpu() || (fused_on_cuda_ && cuda_kernels_built());
   if (!fused_runs) out.bits_ &= ~bit(Impl::fused);
   return out;
 }

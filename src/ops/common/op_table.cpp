@@ -75,7 +75,7 @@ std::string op_table_json() {
     for (const auto& c : family.bench_cases) cases.push_back(c.name);
     families.push_back({{"name", family.name}, {"torch_ops", ops}, {"bench_cases", cases}});
   }
-  return nlohmann::ordered_json{{"families", families}}.dump();
+  return nlohmann::ordered_json{{"families", families}, {"cuda_kernels", cuda_kernels_built()}}.dump();
 }
 
 }  // namespace seqmix::ops

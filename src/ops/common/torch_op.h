@@ -26,6 +26,7 @@ struct OperatorSchema {
   std::string name;                     // "gla", for errors
   std::vector<std::string> arguments;   // the arguments' names, for errors
   std::vector<int> state_of_output;     // per output, the argument position of the decode state it continues, or -1
+  bool reduced_on_cuda = false;         // takes bfloat16/float16 CUDA tensors as they are (define_op's precision)
 };
 template <auto f>
 OperatorSchema& schema_of() {
@@ -35,7 +36,9 @@ OperatorSchema& schema_of() {
 
 // Reduced precision. Every operator takes bfloat16 and float16 tensors besides float32 and float64: they are
 // computed in float32 (the kernels' narrowest type) and the outputs come back in the dtype of the first
-// reduced-precision input that is not a decode state. A decode state (an input an output of the same name
+// reduced-precision input that is not a decode state. An operator with a CUDA kernel of its own for reduced
+// precision (define_op's Precision::reduced_on_cuda) takes CUDA tensors as they are and widens for its other
+// implementations itself. A decode state (an input an output of the same name
 // continues: kv, k_sum, state, ...) comes back in its own dtype. ATen's autocast is off inside an operator,
 // so under torch.autocast the naive twins compute in float32 too, as the fused kernels do.
 namespace reduced_precision {
@@ -113,8 +116,9 @@ struct InFloat32;
 template <class R, class... Args, R (*f)(Args...)>
 struct InFloat32<R(Args...), f> {
   static R call(Args... args) {
-    check_arguments(std::index_sequence_for<Args...>{}, args...);
+    const DeviceOfCall device = check_arguments(std::index_sequence_for<Args...>{}, args...);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    if (schema_of<f>().reduced_on_cuda && device.first && device.first->is_cuda()) return f(args...);
     const std::vector<int>& state_of = schema_of<f>().state_of_output;
     const std::array<std::optional<at::ScalarType>, sizeof...(Args)> dtypes{reduced_dtype(args)...};
     std::optional<at::ScalarType> out_dtype;
@@ -137,13 +141,15 @@ struct InFloat32<R(Args...), f> {
       return r;
     }
   }
+  // The checks every call gets; returns the call's device (its first tensor argument that is not a number).
   template <size_t... I>
-  static void check_arguments(std::index_sequence<I...>, const Args&... args) {
+  static DeviceOfCall check_arguments(std::index_sequence<I...>, const Args&... args) {
     const OperatorSchema& schema = schema_of<f>();
     const auto name = [&](size_t i) { return i < schema.arguments.size() ? schema.arguments[i] : "argument " + std::to_string(i); };
     (check_dense_real(args, schema.name, name(I)), ...);
     DeviceOfCall device;
     (device.check(args, schema.name, name(I)), ...);
+    return device;
   }
   template <class DtypeOf, size_t... I>
   static void narrow_outputs(R& r, const DtypeOf& dtype_of_output, std::index_sequence<I...>) {
@@ -173,12 +179,16 @@ inline std::map<std::string, std::string>& operator_docs() {
   return docs;
 }
 
+// How an operator takes bfloat16 and float16 tensors (reduced_precision above).
+enum class Precision { in_float32, reduced_on_cuda };
+
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
 // naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has). `doc`
 // is the operator's documentation (operator_docs()).
 template <auto f>
-void define_op(torch::Library& m, const char* schema, const char* doc = nullptr) {
+void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
+               Precision precision = Precision::in_float32) {
   using Signature = std::remove_pointer_t<decltype(f)>;
   using Adapted = reduced_precision::InFloat32<Signature, f>;
   const c10::FunctionSchema parsed = torch::schema(schema);
@@ -191,6 +201,7 @@ void define_op(torch::Library& m, const char* schema, const char* doc = nullptr)
   for (size_t i = 0; i < parsed.returns().size(); ++i)
     for (size_t j = 0; j < parsed.arguments().size(); ++j)
       if (parsed.returns()[i].name() == parsed.arguments()[j].name()) state_of[i] = static_cast<int>(j);
+  facts.reduced_on_cuda = precision == Precision::reduced_on_cuda;
   if (doc) operator_docs()[parsed.name()] = doc;
   m.def(schema);
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
@@ -252,6 +263,12 @@ void define_kernel(torch::Library& m, const char* schema) {
   m.def(schema);
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(cpu)));
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Meta, TORCH_FN(meta)));
+}
+// The same with a CUDA kernel too (an op family's fused_cuda.cpp).
+template <auto cpu, auto meta, auto cuda>
+void define_kernel(torch::Library& m, const char* schema) {
+  define_kernel<cpu, meta>(m, schema);
+  m.impl(torch::schema(schema).name().c_str(), torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(cuda)));
 }
 
 // The kernel operator `name` ("seqmix::_gla_forward"), for calling below autograd (kernel_call).

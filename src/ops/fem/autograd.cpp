@@ -27,10 +27,19 @@ Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   auto r = fem_softmax_read_fused_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
   return {r.mean, r.free_energy, r.lse};
 }
+Tensors forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
+                     bool causal, double scale, const Mask& key_mask) {
+  auto r = fem_softmax_read_cuda_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
+  return {r.mean, r.free_energy, r.lse};
+}
+// The saved tensors are float32 where the CUDA kernel reads reduced precision (fused_kernels.h).
 Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, const at::Tensor&, double, bool,
                      double, const Mask&) {
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dv = v.sym_size(3);
-  return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, H, T})};
+  const bool reduced = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
+  const auto options = reduced ? q.options().dtype(at::kFloat) : q.options();
+  return {at::empty_symint({B, T, H, dv}, options), at::empty_symint({B, T, H, dv}, options),
+          at::empty_symint({B, H, T}, options)};
 }
 // {dq, dk, dv, dbeta}
 Tensors backward_cpu(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
@@ -38,6 +47,13 @@ Tensors backward_cpu(const at::Tensor& d_mean, const at::Tensor& d_free, const a
                      const at::Tensor& lse, double cap, bool causal, double scale, const Mask& key_mask) {
   return fem_softmax_read_fused_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
                                          or_undefined(key_mask));
+}
+Tensors backward_cuda(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
+                      const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean,
+                      const at::Tensor& free_energy, const at::Tensor& lse, double cap, bool causal, double scale,
+                      const Mask& key_mask) {
+  return fem_softmax_read_cuda_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
+                                        or_undefined(key_mask));
 }
 Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
                       const at::Tensor& v, const at::Tensor& beta, const at::Tensor&, const at::Tensor&,
@@ -59,7 +75,7 @@ class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead
     ctx->saved_data["cap"] = cap;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
-    return {r[0], r[1]};
+    return {r[0].to(q.scalar_type()), r[1].to(q.scalar_type())};  // the CUDA kernel's are float32
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -93,10 +109,10 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta>(
+  define_kernel<&forward_cpu, &forward_meta, &forward_cuda>(
       m, "_fem_softmax_forward(Tensor q, Tensor k, Tensor v, Tensor beta, float cap, bool causal, float scale, "
          "Tensor? key_mask) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&backward_cpu, &backward_meta, &backward_cuda>(
       m, "_fem_softmax_backward(Tensor d_mean, Tensor d_free, Tensor q, Tensor k, Tensor v, Tensor beta, Tensor mean, "
          "Tensor free_energy, Tensor lse, float cap, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
 }

@@ -13,7 +13,27 @@ namespace seqmix::ops::native {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  const Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
+  Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
+  // auto on a GPU stays PyTorch's SDPA until the CUDA kernel (fused_cuda.cu) has passed its tests on one
+  // (scripts/gpu_check.sh); impl="fused" runs it.
+  if (impl == Impl::automatic && !q.device().is_cpu()) chosen = Impl::torch;
+  // The operator takes bfloat16/float16 CUDA tensors as they are (Precision::reduced_on_cuda): the CUDA kernel reads
+  // them when all four share that dtype; everything else reads in float32, as every operator does.
+  const auto reduced = reduced_precision::reduced_dtype(q);
+  const bool one_dtype = k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                         beta.scalar_type() == q.scalar_type();
+  if ((reduced && !(chosen == Impl::fused && one_dtype)) ||
+      (!reduced && (reduced_precision::is_reduced(k) || reduced_precision::is_reduced(v) ||
+                    reduced_precision::is_reduced(beta)))) {
+    using reduced_precision::widened;
+    const FemRead r = native::fem_softmax_read(widened(q), widened(k), widened(v), widened(beta), cap, causal,
+                                               scale, key_mask, chosen);
+    const at::ScalarType out = reduced ? *reduced
+                                       : reduced_precision::is_reduced(k) ? k.scalar_type()
+                                       : reduced_precision::is_reduced(v) ? v.scalar_type()
+                                                                          : beta.scalar_type();
+    return {r.mean.to(out), r.free_energy.to(out)};
+  }
   TORCH_CHECK(chosen != Impl::torch || cap > 0, "fem_softmax_read: impl=torch reads with the constant shift cap, so "
               "it needs cap > 0 (got ", cap, "); impl=naive reads any cap");
   // impl=torch: padded keys made finite first (the other reads do it inside), so that causal_outputs, which reads
@@ -142,8 +162,11 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 mean = E_p[clip(v)], free_energy = (1/beta) log E_p[exp(beta clip(v))] per channel, clip to |beta v| <= cap.
 q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv], beta [H*dv] or [H,dv] > 0 -> two [B,T,H,dv]. The fused kernel
 takes cap <= 40 in float32 (any cap in (0, 43] in float64); impl="torch" (auto's choice on a GPU) is one
-scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads. cu_seqlens packs sequences (each read alone, once
-per sequence: eager only).)doc");
+scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads.
+On CUDA, impl="fused" is seqmix's tensor-core kernel: bfloat16 or float16 inputs, cap <= 40, head widths
+(dk, dv) of 32, 64 or 128 (src/ops/fem/README.md). cu_seqlens packs sequences (each read alone, once
+per sequence: eager only).)doc",
+      Precision::reduced_on_cuda);
   define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)",
       R"doc((clipped, scaled): v clamped to |beta v| <= cap (cap 0: no clamp) and beta times it. v [...,C], beta [C].)doc");
   define_op<&fem_restore_op>(m, "fem_restore(Tensor z, Tensor shift, Tensor beta) -> Tensor",
