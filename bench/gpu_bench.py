@@ -306,7 +306,7 @@ def main(argv=None):
             if DEVICE.type == "cuda":
                 torch.cuda.empty_cache()
     for line in fem_targets(results, device_name) + [gla_agreement(B, T, H, 2 * d)]:
-        say(line)
+        say(("dry run, not a measurement: " if args.dry_run else "") + line)
     record = {"gpu": device_name, "torch": torch.__version__, "rows": results}
     if args.json == "-":
         print(json.dumps(record))
