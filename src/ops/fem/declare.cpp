@@ -19,20 +19,16 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
   if (impl == Impl::automatic && !q.device().is_cpu()) chosen = Impl::torch;
   // The operator takes bfloat16/float16 CUDA tensors as they are (Precision::reduced_on_cuda): the CUDA kernel reads
   // them when all four share that dtype; everything else reads in float32, as every operator does.
-  const auto reduced = reduced_precision::reduced_dtype(q);
+  std::optional<at::ScalarType> reduced;  // the first reduced-precision input's dtype, which the outputs take
+  for (const at::Tensor* t : {&q, &k, &v, &beta})
+    if (!reduced) reduced = reduced_precision::reduced_dtype(*t);
   const bool one_dtype = k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
                          beta.scalar_type() == q.scalar_type();
-  if ((reduced && !(chosen == Impl::fused && one_dtype)) ||
-      (!reduced && (reduced_precision::is_reduced(k) || reduced_precision::is_reduced(v) ||
-                    reduced_precision::is_reduced(beta)))) {
+  if (reduced && !(chosen == Impl::fused && one_dtype)) {
     using reduced_precision::widened;
     const FemRead r = native::fem_softmax_read(widened(q), widened(k), widened(v), widened(beta), cap, causal,
                                                scale, key_mask, chosen);
-    const at::ScalarType out = reduced ? *reduced
-                                       : reduced_precision::is_reduced(k) ? k.scalar_type()
-                                       : reduced_precision::is_reduced(v) ? v.scalar_type()
-                                                                          : beta.scalar_type();
-    return {r.mean.to(out), r.free_energy.to(out)};
+    return {r.mean.to(*reduced), r.free_energy.to(*reduced)};
   }
   TORCH_CHECK(chosen != Impl::torch || cap > 0, "fem_softmax_read: impl=torch reads with the constant shift cap, so "
               "it needs cap > 0 (got ", cap, "); impl=naive reads any cap");
