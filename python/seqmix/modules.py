@@ -9,12 +9,14 @@
     run = seqmix.load_run("runs/shakespeare")                        # a `seqmix train` run, with its tokenizer
     print(run.generate("ROMEO:", tokens=100, temperature=0.8))
 
-The parameters are the C++ module's own tensors, registered here as nn.Parameters under the C++ names
-("q.weight", "blocks.0.mixer.out.weight", ...): optimizers, state_dict/load_state_dict (keys equal to
-the names in a checkpoint's weights file), .to(dtype), .train()/.eval() and autograd act on the C++
-module directly. The forward is the C++ forward (the same fused kernels), so nothing is re-implemented here.
-Under torch.compile the forward is one operator of the graph (_compile.py says how); modules pickle and deep-copy
-(a new C++ module is built from the same arguments and given the saved tensors).
+The Python module owns the weights: its parameters and buffers carry the C++ names ("q.weight",
+"blocks.0.mixer.out.weight", ...) and each call binds the tensors it holds at that moment into the C++ module
+(_binding.py), so whatever replaces them — an optimizer's in-place step, load_state_dict (assign=True too), .to(),
+FSDP2's fully_shard, torch.nn.utils.parametrize, torch.func.functional_call, a Parameter assigned by hand — is what
+the C++ forward reads and what autograd differentiates. The forward is the C++ forward (the same fused kernels), so
+nothing is re-implemented here. Built under torch.device("meta"), a module holds meta tensors until
+.to_empty(device=...) and reset_parameters(). Under torch.compile the forward is one operator of the graph
+(_compile.py says how); modules pickle and copy (a new C++ module is built from the same arguments).
 """
 import json
 import os
@@ -23,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from . import _compile
+from . import _binding, _compile, _text
 from ._library import build_info, load_library
 from .checkpoint import CheckpointError, checkpoint_steps, load_checkpoint, model_state
 
@@ -50,35 +52,48 @@ class _Holder(torch.nn.Module):
 
 
 class _Bound(torch.nn.Module):
-    """An nn.Module whose parameters and buffers are a C++ module's tensors (same TensorImpl, so both sides see
-    every change)."""
+    """An nn.Module around a C++ module: it holds a tensor per C++ parameter and buffer, under the C++ names, and every
+    call binds the tensors it holds then into the C++ module (_binding.py)."""
 
     def __init__(self, bound):
         super().__init__()
-        self._bind(bound)
-        for name, tensor in zip(*bound.named_parameters()):
-            tensor.__class__ = torch.nn.Parameter  # the same tensor, now an nn.Parameter (no copy)
-            self._owner(name).register_parameter(name.rsplit(".", 1)[-1], tensor)
-        for name, tensor in zip(*bound.named_buffers()):
-            self._owner(name).register_buffer(name.rsplit(".", 1)[-1], tensor)
+        self._attach(bound)
+        # Where the module is made: the CPU, or torch.device(...)'s device (meta: empty tensors, reset_parameters()
+        # after to_empty() gives the values; the C++ module is built on the CPU all the same).
+        device = torch.get_default_device()
+        for table, (names, tensors) in (("parameter", bound.named_parameters()), ("buffer", bound.named_buffers())):
+            for name, own in zip(names, tensors):
+                data = (torch.empty_like(own, device=device) if device.type == "meta"
+                        else own.detach().to(device))  # on the CPU: the C++ tensor's storage itself, no copy
+                owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
+                if table == "parameter":
+                    owner.register_parameter(leaf, torch.nn.Parameter(data, requires_grad=own.requires_grad))
+                else:
+                    owner.register_buffer(leaf, data)
+        self._slots = _binding.Slots(self, bound)
         self.train(bound.is_training())
 
-    def _bind(self, bound):
+    def _attach(self, bound):
         self._bound = bound
         self._handle = bound.handle()  # how a compiled graph names the C++ module (an int Dynamo can hold)
-        self._parameter_names = tuple(bound.named_parameters()[0])
+        self._own_parameters = bound.parameter_slots()  # the C++ layers' parameter tensors (_binding.py)
         self._adds_auxiliary_loss = bound.adds_auxiliary_loss()  # a mixture of experts inside
-        self._traced_auxiliary_loss = None
+        self._last_auxiliary_loss = None
 
-    def _call(self, inputs: Tensor, extra: Optional[Tensor], form: int, eager):
-        """eager() outside torch.compile; while Dynamo traces, the module operators (_compile.py)."""
+    @property
+    def _what(self) -> str:
+        """How errors name this module."""
+        return f"seqmix.{type(self).__name__} '{self.spec.split(':')[0]}'"
+
+    def _call(self, inputs: Tensor, extra: Optional[Tensor], form: int):
+        """The forward in `form` on the tensors the module holds now: _binding.call eagerly, the module operators
+        (_compile.py) while Dynamo traces."""
         if torch.compiler.is_compiling():
             outputs, auxiliary_loss = _compile.call(self, inputs, extra, form)
-            self._traced_auxiliary_loss = auxiliary_loss if self._adds_auxiliary_loss else None
+            self._last_auxiliary_loss = auxiliary_loss if self._adds_auxiliary_loss else None
             return outputs
-        self._traced_auxiliary_loss = None
-        return eager()
-
+        outputs, self._last_auxiliary_loss = _binding.call(self, inputs, extra, form)
+        return outputs
 
     def _owner(self, name: str) -> torch.nn.Module:
         module = self
@@ -93,53 +108,39 @@ class _Bound(torch.nn.Module):
         self._bound.train(mode)
         return self
 
-    def _apply(self, fn, recurse=True):
-        # nn.Module converts a parameter in place (param.data = ...) where it can, and replaces a buffer: write each
-        # new tensor back into the C++ module's own, so the C++ layers keep reading what Python holds (.to(dtype),
-        # .to("cuda")). A device whose tensors cannot replace a CPU tensor's data in place (meta) is refused: the C++
-        # module would go on reading the old tensors; that is found on an empty slice before anything moves.
-        first = next(iter(self._bound.named_parameters()[1]), None)
-        if first is not None:
-            probe = fn(first.detach().flatten()[:0])
-            if not torch._has_compatible_shallow_copy_type(first, probe):
-                raise TypeError(f"{type(self).__name__}: seqmix modules live on the CPU or a CUDA GPU; they cannot move "
-                                f"from {first.device} to {probe.device}")
-        super()._apply(fn, recurse)
-        for names_tensors, table in ((self._bound.named_parameters(), "_parameters"),
-                                     (self._bound.named_buffers(), "_buffers")):
-            for name, tensor in zip(*names_tensors):
-                owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
-                converted = getattr(owner, table)[leaf]
-                if converted is tensor:
-                    continue
-                if not torch._has_compatible_shallow_copy_type(tensor, converted):
-                    raise TypeError(f"{type(self).__name__}: seqmix modules live on the CPU or a CUDA GPU; a tensor "
-                                    f"cannot move from {tensor.device} to {converted.device} ({name})")
-                with torch.no_grad():
-                    tensor.data = converted.data
-                if table == "_parameters":
-                    tensor.__class__ = torch.nn.Parameter
-                    tensor.requires_grad_(converted.requires_grad)
-                getattr(owner, table)[leaf] = tensor
-        return self
+    @torch.no_grad()
+    def reset_parameters(self, names: Optional[Sequence[str]] = None) -> None:
+        """Gives every parameter and buffer (or those of `names`, state-dict names) the values a module built now
+        would get (the same draws from torch's generator as building it: seed, then reset, equals seed, then build),
+        in place, on the device and in the dtype each tensor has. After building under torch.device("meta") and
+        .to_empty(device=...), this initialises the module; FSDP2's sharded parameters (DTensors) take their shards."""
+        kind, arguments = self._construction()
+        fresh = getattr(_classes(), kind)(*arguments)
+        wanted = None if names is None else set(names)
+        for table_names, tensors in (fresh.named_parameters(), fresh.named_buffers()):
+            for name, value in zip(table_names, tensors):
+                if wanted is not None:
+                    if name not in wanted:
+                        continue
+                    wanted.discard(name)
+                _copy_into(name, getattr(self._owner(name), name.rsplit(".", 1)[-1]), value)
+        if wanted:
+            raise KeyError(f"reset_parameters: no parameter or buffer named {sorted(wanted)[0]!r}")
 
     def extra_repr(self) -> str:
         return self._bound.describe()
 
-    # Pickling and copy.deepcopy: the state is the nn.Module's (its tensors, training flag, a subclass's own
-    # attributes) and how to build the C++ module again; unpickling builds a new C++ module of the same
-    # construction and makes the saved tensors its own (same values, dtype, requires_grad).
+    # Pickling and copying: the state is the nn.Module's (its tensors, training flag, a subclass's own attributes)
+    # and how to build the C++ module again; unpickling builds a new C++ module of the same construction, which reads
+    # the module's tensors at each call like any other.
     def _construction(self):
         raise NotImplementedError
 
-    def __copy__(self):
-        raise TypeError(f"{type(self).__name__} copies only deeply (copy.deepcopy): a shallow copy would share the "
-                        "original's parameters with a second C++ module")
-
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.pop("_bound")
-        state["_traced_auxiliary_loss"] = None
+        for key in ("_bound", "_own_parameters"):
+            state.pop(key)
+        state["_last_auxiliary_loss"] = None
         state["_seqmix_construction"] = self._construction()
         return state
 
@@ -147,45 +148,47 @@ class _Bound(torch.nn.Module):
         state = dict(state)
         kind, arguments = state.pop("_seqmix_construction")
         self.__dict__.update(state)
-        bound = getattr(_classes(), kind)(*arguments)
-        self._bind(bound)
-        for names_tensors, table in ((bound.named_parameters(), "_parameters"), (bound.named_buffers(), "_buffers")):
-            for name, tensor in zip(*names_tensors):
-                owner, leaf = self._owner(name), name.rsplit(".", 1)[-1]
-                saved = getattr(owner, table)[leaf]
-                with torch.no_grad():
-                    tensor.data = saved.data  # the C++ module now reads the saved values, dtype and device
-                if table == "_parameters":
-                    tensor.__class__ = torch.nn.Parameter
-                    tensor.requires_grad_(saved.requires_grad)
-                getattr(owner, table)[leaf] = tensor
-        bound.train(self.training)
+        self._attach(getattr(_classes(), kind)(*arguments))
+        self._bound.train(self.training)
+
+
+def _copy_into(name: str, target: Tensor, value: Tensor) -> None:
+    """target.copy_(value) for reset_parameters; a DTensor takes its shard of value."""
+    if target.device.type == "meta":
+        raise RuntimeError(f"reset_parameters: '{name}' is on the meta device; give the module storage first "
+                           "(.to_empty(device=...))")
+    if type(target) not in (Tensor, torch.nn.Parameter) and torch.distributed.is_available():
+        from torch.distributed.tensor import DTensor, distribute_tensor
+        if isinstance(target, DTensor):
+            value = distribute_tensor(value.to(target.device, target.dtype), target.device_mesh, target.placements)
+    target.copy_(value)
 
 
 class _AddsLoss:
     """Modules whose forward may add a training loss term (a mixture of experts' load balance)."""
 
     def auxiliary_loss(self) -> Optional[Tensor]:
-        """The load-balance loss of the last forward (mixture of experts), or None. After a compiled forward, the
-        one that forward returned (float32)."""
-        if torch.compiler.is_compiling() or self._traced_auxiliary_loss is not None:
-            return self._traced_auxiliary_loss
-        return self._bound.auxiliary_loss() if self._adds_auxiliary_loss else None
+        """The load-balance loss of the last forward (mixture of experts; float32 after a compiled forward), or None."""
+        return self._last_auxiliary_loss
 
 
 class _Decodes:
     """Token-by-token decoding of a causal mixer or an lm model: init_state(batch), then step(x_t, state) per
-    position or prefill(x, state) for a block; the state is the C++ module's, advanced in place."""
+    position or prefill(x, state) for a block; the state is the C++ module's, advanced in place. Decoding reads the
+    tensors the module holds at each call and computes no gradients (its outputs do not require grad)."""
 
+    @torch.no_grad()
     def init_state(self, batch: int):
-        return self._bound.init_state(batch)
+        return _binding.bound_now(self).init_state(batch)
 
+    @torch.no_grad()
     def step(self, x_t: Tensor, state) -> Tensor:
         """Mixer: x_t [B,dim] -> [B,dim]. Model: tokens [B] -> logits [B,V] (or features [B,F] -> [B,O])."""
-        return self._bound.step(x_t, state)
+        return _binding.bound_now(self).step(x_t, state)
 
+    @torch.no_grad()
     def prefill(self, x: Tensor, state) -> Tensor:
-        return self._bound.prefill(x, state)
+        return _binding.bound_now(self).prefill(x, state)
 
 
 class Mixer(_Decodes, _Bound):
@@ -214,10 +217,18 @@ class Mixer(_Decodes, _Bound):
             if padding_mask is not None:
                 raise ValueError("Mixer.forward: give padding_mask or cu_seqlens, not both (a packed batch has no "
                                  "padding)")
-            return self._call(x, cu_seqlens, _compile.PACKED, lambda: self._bound.forward_packed(x, cu_seqlens))
+            return self._call(x, cu_seqlens, _compile.PACKED)
         if padding_mask is not None:
-            return self._call(x, padding_mask, _compile.MASKED, lambda: self._bound.forward_masked(x, padding_mask))
-        return self._call(x, None, _compile.PLAIN, lambda: self._bound.forward(x))
+            return self._call(x, padding_mask, _compile.MASKED)
+        return self._call(x, None, _compile.PLAIN)
+
+    def _forward_form(self, x: Tensor, extra: Optional[Tensor], form: int) -> Tensor:
+        """The C++ forward in `form` (on whatever the slots hold)."""
+        if form == _compile.PACKED:
+            return self._bound.forward_packed(x, extra)
+        if form == _compile.MASKED:
+            return self._bound.forward_masked(x, extra)
+        return self._bound.forward(x)
 
     @property
     def packs_natively(self) -> bool:
@@ -237,7 +248,10 @@ class ChannelMixer(_AddsLoss, _Bound):
         return "ChannelMixer", (self.spec, self.dim)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._call(x, None, _compile.PLAIN, lambda: self._bound.forward(x))
+        return self._call(x, None, _compile.PLAIN)
+
+    def _forward_form(self, x: Tensor, extra: Optional[Tensor], form: int) -> Tensor:
+        return self._bound.forward(x)
 
 
 class Model(_AddsLoss, _Decodes, _Bound):
@@ -280,14 +294,17 @@ class Model(_AddsLoss, _Decodes, _Bound):
             starts = torch.zeros(n + 1, dtype=torch.bool, device=inputs.device)
             sequence_starts = starts.index_fill(0, cu_seqlens[:-1], True)[:n].unsqueeze(0)
         if sequence_starts is not None:
-            return self._call(inputs, sequence_starts, _compile.PACKED,
-                              lambda: self._bound.forward_packed(inputs, sequence_starts))
-        return self._call(inputs, None, _compile.PLAIN, lambda: self._bound.forward(inputs))
+            return self._call(inputs, sequence_starts, _compile.PACKED)
+        return self._call(inputs, None, _compile.PLAIN)
 
+    def _forward_form(self, inputs: Tensor, extra: Optional[Tensor], form: int) -> Tensor:
+        return self._bound.forward_packed(inputs, extra) if form == _compile.PACKED else self._bound.forward(inputs)
+
+    @torch.no_grad()
     def generate(self, prompt: Tensor, tokens: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> Tensor:
         """prompt [B,T0] tokens -> [B,T0+tokens], sampled step by step (temperature 0 = greedy), as `seqmix
         generate` does."""
-        return self._bound.generate(prompt, tokens, temperature, top_k, seed)
+        return _binding.bound_now(self).generate(prompt, tokens, temperature, top_k, seed)
 
 
 class LanguageModel(Model):
@@ -320,7 +337,7 @@ def save_weights(model: Model, path: str) -> None:
     `seqmix train --init-from path` read it, and so does safetensors.torch.load_file. (Without the run library,
     safetensors.torch.save_file(model.state_dict(), path, metadata={"format": "pt"}) writes the same file.)"""
     _needs_runs("seqmix.save_weights")
-    model._bound.save_weights(str(path))
+    _binding.bound_now(model).save_weights(str(path))
 
 
 class Tokenizer:
@@ -339,8 +356,9 @@ class Tokenizer:
 
 
 class _SentencePieceTokenizer:
-    """A text run's tokenizer.model read by the sentencepiece package (the pip package has no C++ tokenizer):
-    the same ids as seqmix's (python/tests/test_modules.py checks it against the checkout's tokenizer)."""
+    """A text run's tokenizer.model read by the sentencepiece package (the pip package has no C++ tokenizer), handed
+    text as seqmix's tokenizer hands it (_text.py): the same ids as seqmix's (python/tests/test_modules.py checks it
+    against the checkout's tokenizer)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -357,15 +375,18 @@ class _SentencePieceTokenizer:
             raise RuntimeError("reading a text run's tokenizer without seqmix's run library needs the sentencepiece "
                                "package (pip install sentencepiece)") from None
         self._loaded = sentencepiece.SentencePieceProcessor(model_file=self.path)
+        self._newline = _text.newline_piece(self._loaded)
         return self._loaded
 
     def encode(self, text: str) -> List[int]:
-        return list(self._processor().encode(text))
+        processor = self._processor()
+        return list(processor.encode(_text.to_pieces_text(text, self._newline)))
 
     def decode(self, ids) -> str:
         if isinstance(ids, Tensor):
             ids = ids.tolist()
-        return self._processor().decode([int(i) for i in ids])
+        processor = self._processor()
+        return _text.from_pieces_text(processor.decode([int(i) for i in ids]), self._newline)
 
 
 class Run:
@@ -451,6 +472,7 @@ class Run:
     def metrics(self) -> Dict[str, float]:
         """Every metric of `seqmix eval`, by the C++ evaluation."""
         _needs_runs("Run.metrics")
+        _binding.bound_now(self.model)  # the run's C++ model is the model's: it evaluates the tensors held now
         return dict(self._bound.metrics())
 
     def generate(self, prompt: str, tokens: int = 200, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:

@@ -77,16 +77,21 @@ class OnAnotherDevice(unittest.TestCase):
             for s in state:
                 self.assertEqual(s.device.type, "meta")
 
-    def test_a_module_refuses_a_device_its_cpp_tensors_cannot_follow_and_stays_usable(self):
-        """A seqmix module's parameters are the C++ module's own tensors, moved in place (.to("cuda") and dtypes);
-        meta tensors cannot replace a CPU tensor's data, so .to("meta") is refused before anything moves."""
+    def test_a_module_moved_to_meta_refuses_to_compute_until_it_has_storage_again(self):
+        """A seqmix module moves like any nn.Module (its tensors are its own; each call binds them into the C++
+        module), also to the meta device; a call there is a one-line error naming a parameter, and to_empty plus
+        reset_parameters under the same seed gives the module back."""
+        torch.manual_seed(0)
         mixer = seqmix.Mixer("gla", 16, 32)
         x = torch.randn(1, 5, 16)
         before = mixer(x)
-        with self.assertRaisesRegex(TypeError, "seqmix modules live on the CPU or a CUDA GPU; they cannot move from "
-                                               "cpu to meta"):
-            mixer.to("meta")
-        self.assertEqual({p.device.type for p in mixer.parameters()}, {"cpu"})
+        mixer.to("meta")
+        self.assertEqual({p.device.type for p in mixer.parameters()}, {"meta"})
+        with self.assertRaisesRegex(RuntimeError, r"seqmix.Mixer 'gla': parameter '[\w.]+' is on the meta device"):
+            mixer(x)
+        mixer.to_empty(device="cpu")
+        torch.manual_seed(0)
+        mixer.reset_parameters()
         torch.testing.assert_close(mixer(x), before, atol=0, rtol=0)
 
     def test_cu_seqlens_may_live_on_the_data_device(self):

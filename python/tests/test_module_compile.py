@@ -202,7 +202,7 @@ class ModulesCompile(unittest.TestCase):
         handle = mixer._handle
         del mixer
         with self.assertRaisesRegex(RuntimeError, "no longer exists"):
-            torch.ops.seqmix.module_forward(handle, torch.randn(1, 4, DIM), None, 0, [], torch.float32, None)
+            torch.ops.seqmix.module_forward(handle, torch.randn(1, 4, DIM), None, 0, [], [], torch.float32, None)
 
 
 def every_kind():
@@ -241,10 +241,16 @@ class ModulesCopy(unittest.TestCase):
                 with self.subTest(kind=kind, how=how):
                     self.assert_same_module(module, make(module), x)
 
-    def test_a_shallow_copy_is_refused(self):
-        module = seqmix.Mixer("gla:heads=2", DIM, MAX_LEN)
-        with self.assertRaisesRegex(TypeError, "copies only deeply"):
-            copy.copy(module)
+    def test_a_shallow_copy_shares_the_tensors(self):
+        """copy.copy of an nn.Module shares its parameter tables: the copy reads (and changes) the same tensors."""
+        module = seqmix.Mixer("gla:heads=2", DIM, MAX_LEN).eval()
+        copied = copy.copy(module)
+        x = torch.randn(2, T, DIM)
+        torch.testing.assert_close(copied(x), module(x), atol=0, rtol=0)
+        with torch.no_grad():
+            for p in copied.parameters():
+                p.add_(0.5)
+        torch.testing.assert_close(copied(x), module(x), atol=0, rtol=0)
 
     def test_torch_save_and_load_a_whole_module(self):
         module = seqmix.LanguageModel(vocab_size=20, mixers=["gla:heads=2"], dim=DIM).eval()
@@ -264,7 +270,7 @@ class ModulesCopy(unittest.TestCase):
                 return super().forward(x) * self.scale
 
         module = Scaled().to(torch.bfloat16)
-        frozen, trained = module._parameter_names[:2]
+        frozen, trained = module._slots.parameter_names[:2]  # two of the C++ module's parameters
         module.get_parameter(frozen).requires_grad_(False)
         copied = copy.deepcopy(module)
         self.assertEqual(copied.note, "mine")
@@ -349,10 +355,10 @@ class EveryOperatorPassesOpcheck(unittest.TestCase):
 
     def test_opcheck_the_module_operators(self):
         mixer = seqmix.Mixer("fem:prior=gla", DIM, MAX_LEN)
-        parameters = [mixer.get_parameter(n) for n in mixer._parameter_names]
+        parameters, buffers = mixer._slots.resolve()
         x = torch.randn(2, T, DIM, requires_grad=True)
         torch.library.opcheck(torch.ops.seqmix.module_forward.default,
-                              (mixer._handle, x, None, 0, parameters, torch.float32, None))
+                              (mixer._handle, x, None, 0, parameters, buffers, torch.float32, None))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """seqmix's C++ modules as torch.nn.Modules: every registry entry builds and trains from Python, its parameters
-are real nn.Parameters shared with the C++ module, causal mixers decode token by token, and a `seqmix train`
-run loads into Python with the loss and the samples the CLI gives."""
+are real nn.Parameters that the C++ forward reads at each call (test_parameter_tools.py: every tool that replaces
+them), causal mixers decode token by token, and a `seqmix train` run loads into Python with the loss and the samples
+the CLI gives."""
 import json
 import math
 import os
@@ -190,7 +191,7 @@ class ReducedPrecision(unittest.TestCase):
                 self.assertLess(losses[-1], losses[0])
 
 
-class ParametersAreTheCppTensors(unittest.TestCase):
+class ParametersReachTheCppForward(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
         self.x = torch.randn(2, T, DIM)

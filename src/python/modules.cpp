@@ -1,8 +1,10 @@
 // seqmix's modules for python/seqmix/modules.py: every mixer, channel mixer and model, and a trained run, as
-// TorchScript custom classes (torch.classes.seqmix.*) holding the same C++ modules the CLI trains. Python sees
-// each module's parameters and buffers as the very tensors the C++ layers read (same TensorImpl), which the
-// Python nn.Module wrapper registers as its own: optimizers, state_dict, load_state_dict, .to() and autograd
-// act on the C++ module directly. No layer math is written twice.
+// TorchScript custom classes (torch.classes.seqmix.*) holding the same C++ modules the CLI trains. The Python
+// nn.Module owns the weights: each call binds the tensors it holds at that moment (its Parameters, FSDP2's
+// unsharded ones, a parametrization's result, functional_call's dictionary) into the C++ module's parameter and
+// buffer slots (BoundModule::bind: the slot's TensorImpl takes the given tensor's storage, set_data), so the C++
+// layers read them; python/seqmix/_binding.py maps the gradients of the slots back to those tensors. No layer math
+// is written twice.
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -52,7 +54,20 @@ c10::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
   return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
 }
 
-// What every bound module has: the C++ module, its tensors, train/eval and its printout, and what the module
+// A slot of a bound module: one parameter or buffer tensor of the C++ module, and the shape it was built with.
+struct Slot {
+  std::string name;
+  at::Tensor own;  // the C++ module's tensor: the layers read it, a call binds the caller's tensor into it
+  std::vector<int64_t> shape;
+};
+
+// Keys of tensors a slot cannot take: tensor subclasses (DTensor, fake tensors), functorch's wrappers, functional
+// tensors. Their data is not a plain storage the C++ layers can read.
+const c10::DispatchKeySet kForeignKeys({c10::DispatchKey::Python, c10::DispatchKey::FuncTorchGradWrapper,
+                                        c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::Functionalize,
+                                        c10::DispatchKey::PythonTLSSnapshot});
+
+// What every bound module has: the C++ module, its tensor slots, train/eval and its printout, and what the module
 // operators below need (a handle they find it by, its forward in each form, the shape that forward returns).
 struct BoundModule : torch::CustomClassHolder {
   std::shared_ptr<torch::nn::Module> module;
@@ -69,20 +84,105 @@ struct BoundModule : torch::CustomClassHolder {
   virtual at::Tensor auxiliary_loss() const { return {}; }
   // A one-sample input of this dtype that the forward takes (for output_dtype's probe).
   virtual at::Tensor probe_inputs(at::ScalarType dtype) const = 0;
-  // The dtype the forward returns for inputs of `inputs` dtype under `autocast` (asked once per combination).
-  at::ScalarType output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast);
+  // The dtype the forward returns for inputs of `inputs` dtype under `autocast`, with parameters of `parameters`
+  // dtype (asked once per combination).
+  at::ScalarType output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast,
+                              at::ScalarType parameters);
   // Whether any part of the module adds an auxiliary loss (a mixture of experts), known before any forward.
   bool adds_auxiliary_loss() const {
     for (const auto& m : module->modules())
       if (dynamic_cast<const MixtureOfExpertsImpl*>(m.get())) return true;
     return false;
   }
+  // Makes the C++ layers read these tensors: one per parameter, then one per buffer, in
+  // named_parameters()/named_buffers() order (the order of parameter_slots()). Each is checked (a plain dense
+  // tensor on the CPU or a CUDA GPU, of the slot's shape) and its error names the parameter; `what` names the call.
+  void bind(at::TensorList parameters, at::TensorList buffers, const std::string& what);
+  const std::vector<Slot>& parameter_slots() { return slots().first; }
+  const std::vector<Slot>& buffer_slots() { return slots().second; }
 
  private:
+  std::pair<std::vector<Slot>, std::vector<Slot>>& slots();
+  std::optional<std::pair<std::vector<Slot>, std::vector<Slot>>> slots_;  // made on first use (after `module`)
   // output_dtype's answers by (inputs, autocast or Undefined, parameters' dtype).
   std::map<std::tuple<at::ScalarType, at::ScalarType, at::ScalarType>, at::ScalarType> output_dtypes_;
   std::mutex output_dtypes_mutex_;
 };
+
+// One slot per named tensor, in order. A tensor registered under two names (tied weights) would let a caller bind
+// two different tensors into one slot: the modules tie by reading one tensor twice instead (the lm's tie=1), and
+// one that registers a tensor twice is refused here.
+std::vector<Slot> slots_of(const torch::OrderedDict<std::string, at::Tensor>& items) {
+  std::vector<Slot> slots;
+  for (const auto& item : items) {
+    for (const Slot& s : slots)
+      TORCH_CHECK(!s.own.is_same(item.value()), "seqmix: the module registers one tensor as both '", s.name,
+                  "' and '", item.key(), "'; the Python binding needs one name per tensor");
+    slots.push_back({item.key(), item.value(), item.value().sizes().vec()});
+  }
+  return slots;
+}
+
+std::pair<std::vector<Slot>, std::vector<Slot>>& BoundModule::slots() {
+  if (!slots_) slots_.emplace(slots_of(module->named_parameters()), slots_of(module->named_buffers()));
+  return *slots_;
+}
+
+std::string describe_tensor(const at::Tensor& t) {
+  if (t.key_set().has(c10::DispatchKey::Python)) return "tensor subclass (a DTensor, a fake tensor, ...)";
+  if (t.key_set().has(c10::DispatchKey::FuncTorchBatched)) return "torch.func.vmap batched tensor";
+  if (t.key_set().has_any(kForeignKeys)) return "wrapped tensor (torch.func or functionalization)";
+  return std::string(c10::toString(t.layout())) + " tensor";
+}
+
+// Whether a slot already reads exactly t's data (the same storage, offset, sizes, strides, dtype and device).
+bool reads(const at::Tensor& own, const at::Tensor& t) {
+  return own.is_same(t) || (own.storage().unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl() &&
+                            own.storage_offset() == t.storage_offset() && own.sizes().equals(t.sizes()) &&
+                            own.strides().equals(t.strides()) && own.dtype() == t.dtype());
+}
+
+// Autocast caches its casts of leaf tensors by TensorImpl, and a slot is one TensorImpl whatever it reads: a slot that
+// reads other data inside an autocast region must not get the cast of what it read before.
+void forget_autocast_casts() {
+  if (at::autocast::is_autocast_enabled(c10::DeviceType::CPU) ||
+      at::autocast::is_autocast_enabled(c10::DeviceType::CUDA))
+    at::autocast::clear_cache();
+}
+
+// Binds the given tensors into the slots; the number of slots that changed what they read.
+int64_t bind_slots(std::vector<Slot>& slots, at::TensorList given, const char* kind, const std::string& what) {
+  TORCH_CHECK(given.size() == slots.size(), what, ": the module has ", slots.size(), " ", kind, "s, the call passed ",
+              given.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& slot = slots[i];
+    const at::Tensor& t = given[i];
+    TORCH_CHECK(t.defined(), what, ": ", kind, " '", slot.name, "' is None");
+    TORCH_CHECK(t.layout() == at::kStrided && !t.key_set().has_any(kForeignKeys), what, ": ", kind, " '", slot.name,
+                "' is a ", describe_tensor(t), "; seqmix modules read plain dense tensors");
+    TORCH_CHECK(t.is_cpu() || t.is_cuda(), what, ": ", kind, " '", slot.name, "' is on the ", t.device(),
+                " device; seqmix modules compute on the CPU or a CUDA GPU (a module built on the meta device needs "
+                ".to_empty(device=...) and reset_parameters() first)");
+    TORCH_CHECK(t.sizes().equals(slot.shape), what, ": ", kind, " '", slot.name, "' has shape ", t.sizes(),
+                "; the module was built with ", c10::IntArrayRef(slot.shape));
+    TORCH_CHECK(at::isFloatingType(t.scalar_type()) == at::isFloatingType(slot.own.scalar_type()), what, ": ", kind,
+                " '", slot.name, "' is ", t.scalar_type(), "; the module was built with ", slot.own.scalar_type());
+  }
+  int64_t changed = 0;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (!reads(slots[i].own, given[i])) {
+      slots[i].own.set_data(given[i]);  // the slot now reads the tensor's storage, dtype and device
+      ++changed;
+    }
+  return changed;
+}
+
+void BoundModule::bind(at::TensorList parameters, at::TensorList buffers, const std::string& what) {
+  auto& [parameter_slots, buffer_slots] = slots();
+  const int64_t changed =
+      bind_slots(parameter_slots, parameters, "parameter", what) + bind_slots(buffer_slots, buffers, "buffer", what);
+  if (changed > 0) forget_autocast_casts();
+}
 
 // The forms of a bound module's forward the module operators call (python/seqmix/modules.py passes them).
 enum ModuleForm : int64_t { plain = 0, masked = 1, packed = 2 };
@@ -148,6 +248,23 @@ void add_module_methods(torch::class_<T>& c) {
       .def("is_training", [](const c10::intrusive_ptr<T>& self) { return self->module->is_training(); })
       .def("handle", [](const c10::intrusive_ptr<T>& self) { return self->handle; })
       .def("adds_auxiliary_loss", [](const c10::intrusive_ptr<T>& self) { return self->adds_auxiliary_loss(); })
+      // ([parameter names], [buffer names]): the slots bind takes, in its order.
+      .def("slot_names",
+           [](const c10::intrusive_ptr<T>& self) {
+             std::vector<std::string> parameters, buffers;
+             for (const Slot& s : self->parameter_slots()) parameters.push_back(s.name);
+             for (const Slot& s : self->buffer_slots()) buffers.push_back(s.name);
+             return std::make_tuple(parameters, buffers);
+           })
+      // The parameter slots' own tensors (what the C++ layers read; python/seqmix/_binding.py differentiates them).
+      .def("parameter_slots",
+           [](const c10::intrusive_ptr<T>& self) {
+             std::vector<at::Tensor> own;
+             for (const Slot& s : self->parameter_slots()) own.push_back(s.own);
+             return own;
+           })
+      .def("bind", [](const c10::intrusive_ptr<T>& self, std::vector<at::Tensor> parameters,
+                      std::vector<at::Tensor> buffers, std::string what) { self->bind(parameters, buffers, what); })
       .def("describe", [](const c10::intrusive_ptr<T>& self) {
         std::ostringstream os;
         self->module->pretty_print(os);
@@ -335,13 +452,32 @@ class AutocastScope {
   at::ScalarType was_dtype_;
 };
 
-at::ScalarType BoundModule::output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast) {
-  at::ScalarType parameters = at::kFloat;
-  for (const auto& p : module->parameters())
-    if (at::isFloatingType(p.scalar_type())) {
-      parameters = p.scalar_type();
-      break;
-    }
+// Binds each slot to a copy of its current tensor on the CPU, floating ones in `dtype`, while the scope runs, then
+// puts back what the slots held (output_dtype's probe runs on CPU inputs, in the dtype the caller's parameters have).
+class ProbeBinding {
+ public:
+  ProbeBinding(BoundModule& bound, at::ScalarType dtype) {
+    for (const auto* slots : {&bound.parameter_slots(), &bound.buffer_slots()})
+      for (const Slot& slot : *slots) {
+        held_.emplace_back(slot.own, slot.own.variable_data());
+        const auto type = at::isFloatingType(slot.own.scalar_type()) ? dtype : slot.own.scalar_type();
+        slot.own.set_data(slot.own.detach().to(at::kCPU, type));
+      }
+    forget_autocast_casts();
+  }
+  ~ProbeBinding() {
+    for (auto& [own, previous] : held_) own.set_data(previous);
+    forget_autocast_casts();
+  }
+  ProbeBinding(const ProbeBinding&) = delete;
+  ProbeBinding& operator=(const ProbeBinding&) = delete;
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> held_;  // (slot, what it held)
+};
+
+at::ScalarType BoundModule::output_dtype(at::ScalarType inputs, c10::optional<at::ScalarType> autocast,
+                                         at::ScalarType parameters) {
   const auto key = std::make_tuple(inputs, autocast.has_value() ? *autocast : at::ScalarType::Undefined, parameters);
   std::lock_guard<std::mutex> lock(output_dtypes_mutex_);
   if (const auto found = output_dtypes_.find(key); found != output_dtypes_.end()) return found->second;
@@ -351,17 +487,18 @@ at::ScalarType BoundModule::output_dtype(at::ScalarType inputs, c10::optional<at
   at::NoGradGuard no_grad;
   RandomStateScope same_draws(cpu_random_state());
   AutocastScope casts(c10::DeviceType::CPU, autocast);
+  ProbeBinding probe(*this, parameters);
   const at::ScalarType dtype = call(probe_inputs(inputs), c10::nullopt, ModuleForm::plain).scalar_type();
   output_dtypes_[key] = dtype;
   return dtype;
 }
 
-// The bound module of a module operator, its parameters checked against those the graph passed.
-BoundModule& module_with(int64_t handle, at::TensorList parameters) {
+const char* const kModuleForward = "seqmix.module_forward";
+
+// The bound module of a module operator, bound to the tensors the graph passed.
+BoundModule& module_bound_to(int64_t handle, at::TensorList parameters, at::TensorList buffers) {
   BoundModule& bound = bound_module(handle);
-  const auto own = bound.module->parameters().size();
-  TORCH_CHECK(parameters.size() == own, "seqmix.module_forward: module ", handle, " has ", own,
-              " parameters, the call passed ", parameters.size());
+  bound.bind(parameters, buffers, kModuleForward);
   return bound;
 }
 
@@ -376,9 +513,10 @@ at::Tensor auxiliary_or_zero(const BoundModule& bound, const at::Tensor& like) {
 // (outputs in dtype, auxiliary loss float32 [], the random state the forward began from uint8).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward(int64_t handle, const at::Tensor& inputs,
                                                               const c10::optional<at::Tensor>& extra, int64_t form,
-                                                              at::TensorList parameters, at::ScalarType dtype,
+                                                              at::TensorList parameters, at::TensorList buffers,
+                                                              at::ScalarType dtype,
                                                               c10::optional<at::ScalarType> autocast) {
-  BoundModule& bound = module_with(handle, parameters);
+  BoundModule& bound = module_bound_to(handle, parameters, buffers);
   at::Tensor random_state = cpu_random_state();
   AutogradKeysOn autograd;
   at::NoGradGuard no_grad;  // the autograd registration builds the graph; the recompute differentiates
@@ -387,18 +525,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward(int64_t handle, co
   return {outputs, auxiliary_or_zero(bound, inputs).detach(), random_state};
 }
 
-// (gradient of the inputs, [0] for token inputs; gradients of the parameters, in the module's order).
+// (gradient of the inputs, [0] for token inputs; gradients of the parameters, in the slots' order). Every floating
+// parameter gets one: which of them the graph trains is the graph's business (AOTAutograd drops the others).
 std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward(
     int64_t handle, const at::Tensor& inputs, const c10::optional<at::Tensor>& extra, int64_t form,
-    at::TensorList parameters, at::ScalarType dtype, c10::optional<at::ScalarType> autocast,
+    at::TensorList parameters, at::TensorList buffers, at::ScalarType dtype, c10::optional<at::ScalarType> autocast,
     const at::Tensor& random_state, const at::Tensor& grad_outputs, const at::Tensor& grad_auxiliary_loss) {
-  BoundModule& bound = module_with(handle, parameters);
+  BoundModule& bound = module_bound_to(handle, parameters, buffers);
   // Below an operator's autograd kernel, and in a backward pass, autograd is off: on again for the recompute.
   AutogradKeysOn autograd;
   at::AutoGradMode grad_mode(true);
   RandomStateScope same_draws(random_state);
   AutocastScope casts(inputs.device().type(), autocast);
 
+  std::vector<at::Tensor> own;
+  for (const Slot& slot : bound.parameter_slots()) {
+    own.push_back(slot.own);
+    slot.own.requires_grad_(differentiable(slot.own));
+  }
   at::Tensor x = inputs.detach();
   if (differentiable(x)) x.requires_grad_(true);
   const at::Tensor outputs = bound.call(x, extra, form).to(dtype);
@@ -412,7 +556,6 @@ std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward(
     roots.push_back(aux.to(at::kFloat));
     seeds.push_back(grad_auxiliary_loss);
   }
-  const auto own = bound.module->parameters();
   std::vector<at::Tensor> wrt;
   if (x.requires_grad()) wrt.push_back(x);
   for (const auto& p : own)
@@ -433,11 +576,22 @@ std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward(
   return {grad_inputs, grad_parameters};
 }
 
+// The Meta kernels check the slot counts only: a fake tensor cannot be bound (shapes are checked when the real
+// kernel binds).
+void check_slot_counts(int64_t handle, at::TensorList parameters, at::TensorList buffers) {
+  BoundModule& bound = bound_module(handle);
+  TORCH_CHECK(parameters.size() == bound.parameter_slots().size() && buffers.size() == bound.buffer_slots().size(),
+              kModuleForward, ": module ", handle, " has ", bound.parameter_slots().size(), " parameters and ",
+              bound.buffer_slots().size(), " buffers, the call passed ", parameters.size(), " and ", buffers.size());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward_meta(int64_t handle, const at::Tensor& inputs,
                                                                    const c10::optional<at::Tensor>&, int64_t,
-                                                                   at::TensorList parameters, at::ScalarType dtype,
+                                                                   at::TensorList parameters, at::TensorList buffers,
+                                                                   at::ScalarType dtype,
                                                                    c10::optional<at::ScalarType>) {
-  BoundModule& bound = module_with(handle, parameters);
+  check_slot_counts(handle, parameters, buffers);
+  BoundModule& bound = bound_module(handle);
   static const auto state_size = cpu_random_state().sizes().vec();
   return {at::empty_symint(bound.output_shape(inputs.sym_sizes()), inputs.options().dtype(dtype)),
           at::empty({}, inputs.options().dtype(at::kFloat)), at::empty(state_size, inputs.options().dtype(at::kByte))};
@@ -445,8 +599,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> module_forward_meta(int64_t handl
 
 std::tuple<at::Tensor, std::vector<at::Tensor>> module_backward_meta(
     int64_t handle, const at::Tensor& inputs, const c10::optional<at::Tensor>&, int64_t, at::TensorList parameters,
-    at::ScalarType, c10::optional<at::ScalarType>, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-  module_with(handle, parameters);
+    at::TensorList buffers, at::ScalarType, c10::optional<at::ScalarType>, const at::Tensor&, const at::Tensor&,
+    const at::Tensor&) {
+  check_slot_counts(handle, parameters, buffers);
   std::vector<at::Tensor> grad_parameters;
   for (const auto& p : parameters) grad_parameters.push_back(at::empty_like(p));
   return {differentiable(inputs) ? at::empty_like(inputs) : at::empty({0}, inputs.options().dtype(at::kFloat)),
@@ -606,14 +761,14 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
     return nlohmann::json{{"version", SEQMIX_VERSION}, {"runs", SEQMIX_PYTHON_RUNS == 1}}.dump();
   });
   m.def("registry() -> str", [] { return seqmix::python::registry_json(); });
-  m.def("module_forward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, ScalarType dtype, "
-        "ScalarType? autocast) -> (Tensor outputs, Tensor auxiliary_loss, Tensor random_state)");
-  m.def("module_backward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, ScalarType dtype, "
-        "ScalarType? autocast, Tensor random_state, Tensor grad_outputs, Tensor grad_auxiliary_loss) -> "
-        "(Tensor grad_inputs, Tensor[] grad_parameters)");
-  m.def("module_output_dtype(int module, ScalarType inputs, ScalarType? autocast) -> ScalarType",
-        [](int64_t handle, at::ScalarType inputs, c10::optional<at::ScalarType> autocast) {
-          return seqmix::python::bound_module(handle).output_dtype(inputs, autocast);
+  m.def("module_forward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, Tensor[] buffers, "
+        "ScalarType dtype, ScalarType? autocast) -> (Tensor outputs, Tensor auxiliary_loss, Tensor random_state)");
+  m.def("module_backward(int module, Tensor inputs, Tensor? extra, int form, Tensor[] parameters, Tensor[] buffers, "
+        "ScalarType dtype, ScalarType? autocast, Tensor random_state, Tensor grad_outputs, Tensor grad_auxiliary_loss) "
+        "-> (Tensor grad_inputs, Tensor[] grad_parameters)");
+  m.def("module_output_dtype(int module, ScalarType inputs, ScalarType? autocast, ScalarType parameters) -> ScalarType",
+        [](int64_t handle, at::ScalarType inputs, c10::optional<at::ScalarType> autocast, at::ScalarType parameters) {
+          return seqmix::python::bound_module(handle).output_dtype(inputs, autocast, parameters);
         });
 }
 
