@@ -19,7 +19,8 @@ void add_plot_command(CLI::App& app, Action& action);
 void add_mad_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_generate_command(CLI::App& app, Action& action);
-void add_verify_command(CLI::App& app, Action& action);
+// seqmix verify and seqmix export-hf, written in Python (apps/command_python.cpp).
+void add_python_commands(CLI::App& app, Action& action);
 
 // Replaces this process with the project's Python running python_arguments (e.g. {"-m", "seqmix", "verify", ...})
 // on this checkout's package and this build's library (apps/python_program.cpp); throws Error naming `command` when

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   seqmix::cli::add_plot_command(app, action);
   seqmix::cli::add_list_command(app, action);
   seqmix::cli::add_info_command(app, action);
-  seqmix::cli::add_verify_command(app, action);
+  seqmix::cli::add_python_commands(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
