@@ -44,10 +44,13 @@ def ssm_initial_state(batch: int, channels: int, states: int, dtype: Optional[to
 
 def op_table() -> dict:
     """The op table (each op family's src/ops/<family>/declare.cpp): {"families": [{"name", "torch_ops": [{"name",
-    "impls", "impls_on": {"cpu": [...], "cuda": [...]}, "doc"}], "bench_cases"}]}; impls is empty for an operator
-    without an `impl` argument, impls_on says which of them run on each device ("auto" picks fused, then torch,
-    then naive among them), and doc is the operator's documentation (its wrapper's docstring); "cuda_kernels" says
-    whether this build compiled seqmix's CUDA kernels (without them no fused impl runs on CUDA)."""
+    "impls", "impls_on": {"cpu": [...], "cuda": [...]}, "auto_on": {"cpu": ..., "cuda": ...}, "fused_kernels":
+    [{"name", "devices", "passed_on_gpu"}], "doc"}], "bench_cases"}]}; impls is empty for an operator without an `impl` argument,
+    impls_on says which of them run on each device and auto_on which one "auto" picks there (fused, then torch,
+    then chunked, then naive), fused_kernels are the kernel operators the fused form calls with the devices
+    PyTorch's dispatcher has a kernel for (none: the fused form is ATen code and runs anywhere) and whether its GPU
+    kernel has passed on a GPU (auto takes the fused form on a GPU only then), and doc is the
+    operator's documentation (its wrapper's docstring)."""
     return json.loads(_seqmix_ops().op_table())
 
 

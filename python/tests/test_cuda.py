@@ -16,6 +16,7 @@ import unittest
 import torch
 
 import seqmix
+from closeness import scaled_difference
 from op_samples import SAMPLES, floating, impls_on, ops, schema, state_inputs
 from test_module_compile import MODEL_SIZES, inputs_of, model_of
 
@@ -26,17 +27,12 @@ def setUpModule():
     if not torch.cuda.is_available():
         raise unittest.SkipTest("no GPU visible (torch.cuda.is_available() is False): the cuda tests run on a GPU "
                                 "machine, scripts/gpu_check.sh")
+# Bounds on scaled_difference, max |got - want| / max(1, max|want|): the samples are O(1), and a gradient that is zero
+# by an invariance (a decode step's first read, independent of its query) is rounding noise on either side.
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
 # seqmix's own CUDA kernels, which read bfloat16/float16 on tensor cores at the head widths they are compiled for:
 # FusedFemSoftmaxReadOnCuda tests them at their shapes; the sweep below skips them (its samples' widths are 3 and 4).
 CUDA_KERNELS = {("fem_softmax_read", "fused")}
-
-
-def relative_error(got, want):
-    """max |got - want| over the largest |want|, at least 1: the samples are O(1), and a gradient that is zero by an
-    invariance (a decode step's first read, independent of its query) is rounding noise on either side."""
-    scale = want.abs().max().clamp_min(1.0)
-    return ((got.double().cpu() - want).abs().max() / scale).item()
 
 
 def as_tuple(out):
@@ -81,11 +77,11 @@ class EveryOp(unittest.TestCase):
                 self.assertIsNone(g)
                 continue
             self.assertEqual(g.device.type, "cuda", f"output {i}")
-            self.assertLess(relative_error(g, w), tolerance, f"output {i}")
+            self.assertLess(scaled_difference(g, w), tolerance, f"output {i}")
         for i, (g, w) in enumerate(zip(got_grads, want_grads)):
             self.assertEqual(g is None, w is None, f"gradient {i}")
             if g is not None:
-                self.assertLess(relative_error(g, w), tolerance, f"gradient {i}")
+                self.assertLess(scaled_difference(g, w), tolerance, f"gradient {i}")
 
     def test_every_op_on_cuda_equals_the_cpu_float64_naive_twin(self):
         for name in sorted(SAMPLES):
@@ -160,7 +156,7 @@ class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
             self.assertEqual(g.device.type, "cuda", name)
             self.assertEqual(g.dtype, dtype, name)
             self.assertTrue(torch.isfinite(g).all(), name)
-            self.assertLess(relative_error(g, w), TOLERANCE[torch.bfloat16], name)
+            self.assertLess(scaled_difference(g, w), TOLERANCE[torch.bfloat16], name)
 
     def inputs(self, B, T, S, H, dk, dv):
         g = torch.Generator().manual_seed(0)
@@ -259,11 +255,11 @@ class EveryChannelMixerAndModel(unittest.TestCase):
         gpu = copy.deepcopy(module).to(CUDA)
         got, got_grads = run(gpu, x.to(CUDA))
         self.assertEqual(got.device.type, "cuda")
-        self.assertLess(relative_error(got, want), 1e-9)
+        self.assertLess(scaled_difference(got, want), 1e-9)
         for name, w in want_grads.items():
             self.assertEqual(got_grads[name] is None, w is None, name)
             if w is not None:
-                self.assertLess(relative_error(got_grads[name], w), 1e-9, name)
+                self.assertLess(scaled_difference(got_grads[name], w), 1e-9, name)
 
     def test_every_channel_mixer(self):
         for entry in seqmix.registry()["channel_mixers"]:

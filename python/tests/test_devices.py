@@ -38,16 +38,44 @@ class OnAnotherDevice(unittest.TestCase):
         for name, impls in table_ops().items():
             with self.subTest(op=name):
                 self.assertEqual(impls_on(name, "cpu"), impls)
-                self.assertTrue(set(impls_on(name, "cuda")) <= set(impls))
                 if impls:  # the naive twin is ATen: it runs everywhere
                     self.assertIn("naive", impls_on(name, "cuda"))
-        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too, and the fused FEM softmax read
-        # has a CUDA kernel of its own where the build compiled the CUDA sources.
+        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too.
         self.assertEqual(impls_on("gla", "cuda"), ["naive", "chunked"])
         self.assertEqual(impls_on("attention", "cuda"), ["naive", "torch"])
-        kernels = seqmix.op_table()["cuda_kernels"]
-        self.assertEqual(impls_on("fem_softmax_read", "cuda"), (["fused"] if kernels else []) + ["naive", "torch"])
         self.assertEqual(impls_on("mha2nd1st_read", "cuda"), ["fused", "naive"])
+
+    def test_the_devices_of_a_fused_form_are_the_dispatchers(self):
+        # A fused form runs on a device exactly when every kernel operator it calls has a kernel registered for that
+        # device's dispatch key (a GPU kernel registers itself from its own file); a fused form written in ATen
+        # (no kernel operators) runs everywhere, whatever the build compiled.
+        for family in seqmix.op_table()["families"]:
+            for op in family["torch_ops"]:
+                if "fused" not in op["impls"]:
+                    continue
+                for device in ("cpu", "cuda"):
+                    with self.subTest(op=op["name"], device=device):
+                        for kernel in op["fused_kernels"]:
+                            registered = torch._C._dispatch_has_kernel_for_dispatch_key(
+                                kernel["name"], "CPU" if device == "cpu" else "CUDA")
+                            self.assertEqual(device in kernel["devices"], registered)
+                        runs = all(device in k["devices"] for k in op["fused_kernels"])
+                        self.assertEqual("fused" in op["impls_on"][device], runs)
+                        # auto takes a GPU kernel only once it has passed on a GPU (its file says so).
+                        passed = device == "cpu" or all(k["passed_on_gpu"] for k in op["fused_kernels"])
+                        self.assertEqual(op["auto_on"][device] == "fused", runs and passed)
+
+    def test_auto_picks_every_fused_form_written_in_aten_on_the_meta_device(self):
+        # The meta device stands for a GPU. Without compiled CUDA sources a GPU still runs HyperMLP's blocked read and
+        # the second-order reads, which are ATen code: auto must pick them, not their O(T^2) naive twins.
+        aten_fused = [op for family in seqmix.op_table()["families"] for op in family["torch_ops"]
+                      if "fused" in op["impls"] and not op["fused_kernels"]]
+        self.assertEqual(sorted(op["name"] for op in aten_fused),
+                         ["hypermlp_read", "light2nd1st_read", "mha2nd1st_read"])
+        for op in aten_fused:
+            with self.subTest(op=op["name"]):
+                self.assertEqual(op["auto_on"]["cuda"], "fused")
+                self.assertEqual(op["auto_on"]["cpu"], "fused")
 
     def test_an_implementation_a_device_lacks_is_one_line_naming_the_ones_it_has(self):
         q = torch.randn(1, 4, 2, 3, device="meta")

@@ -13,10 +13,10 @@ import torch
 
 import attention_reference as ref
 import seqmix
+from closeness import assert_close
 
 torch.set_num_threads(1)
 
-RTOL, ATOL = 1e-9, 1e-10
 B = 2
 MAX_DIFFERENCES = {}  # case -> the largest |layer - reference| over output and gradients, relative to their scale
 
@@ -102,26 +102,13 @@ class ReferenceCase(unittest.TestCase):
         ref_leaves = [x_ref] + [dict.__getitem__(weights, name) for name in params]
         ref_grads = torch.autograd.grad((y_ref * cotangent).sum(), ref_leaves, allow_unused=True)
 
-        worst = self.assert_close(y, y_ref, f"{spec} T={T}: output")
+        worst = assert_close(self, y, y_ref, f"{spec} T={T}: output")
         for name, g, g_ref in zip(["x"] + list(params), grads, ref_grads):
             self.assertIsNotNone(g, f"{spec}: the layer gave {name} no gradient")
             self.assertIsNotNone(g_ref, f"{spec}: the reference gave {name} no gradient")
-            worst = max(worst, self.assert_close(g, g_ref, f"{spec} T={T}: gradient of {name}"))
+            worst = max(worst, assert_close(self, g, g_ref, f"{spec} T={T}: gradient of {name}"))
         key = spec.split(":")[0]
         MAX_DIFFERENCES[key] = max(MAX_DIFFERENCES.get(key, 0.0), worst)
-
-    def assert_close(self, actual, expected, what):
-        """|actual - expected| <= ATOL * max(1, max|expected|) + RTOL |expected|; returns the largest difference
-        relative to max(1, max|expected|)."""
-        actual, expected = actual.detach(), expected.detach()
-        self.assertEqual(actual.shape, expected.shape, what)
-        scale = max(1.0, expected.abs().max().item())
-        difference = (actual - expected).abs()
-        bound = ATOL * scale + RTOL * expected.abs()
-        if not bool((difference <= bound).all()):
-            self.fail(f"{what}: max |difference| {difference.max().item():.3e} (scale {scale:.3e}) exceeds "
-                      f"rtol {RTOL} / atol {ATOL}")
-        return difference.max().item() / scale
 
 
 class SoftmaxAttention(ReferenceCase):

@@ -6,10 +6,10 @@ import unittest
 
 import torch
 
+import closeness
 import ela_blocks_reference as ref
 import seqmix
 
-RTOL, ATOL = 1e-9, 1e-10  # float64; ATOL is scaled by the magnitude of the compared tensor
 MAX_DIFF = {}  # group -> largest |C++ - reference| seen (printed at the end of the run)
 
 
@@ -65,11 +65,8 @@ class ReferenceCase(unittest.TestCase):
     def assert_close(self, got, want, what, group):
         self.assertIsNotNone(got, f"{what}: no gradient on the C++ side")
         self.assertIsNotNone(want, f"{what}: no gradient in the reference")
-        self.assertEqual(got.shape, want.shape, what)
-        scale = max(1.0, float(want.abs().max()))
-        diff = float((got - want).abs().max())
-        MAX_DIFF[group] = max(MAX_DIFF.get(group, 0.0), diff / scale)
-        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL * scale, msg=lambda m: f"{what}: {m}")
+        diff = closeness.assert_close(self, got, want, what)
+        MAX_DIFF[group] = max(MAX_DIFF.get(group, 0.0), diff)
 
     def compare(self, module, inputs, reference, group, float_input=True, with_aux=False, adjust=None):
         """module(inputs) against reference(inputs, weights) -> y or (y, aux): outputs, aux loss, gradients of

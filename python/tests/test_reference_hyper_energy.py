@@ -8,12 +8,12 @@ import torch
 
 import hyper_energy_reference as ref
 import seqmix
+from closeness import ATOL, RTOL, assert_close
 
 torch.set_num_threads(1)
 
 B = 2
 LENGTHS = (7, 13)
-RTOL, ATOL = 1e-9, 1e-10
 MAX_DIFF = {}  # case -> the largest difference seen (relative to the magnitude), printed at the end
 
 
@@ -75,10 +75,9 @@ class ReferenceCase(unittest.TestCase):
         MAX_DIFF[spec] = worst
 
     def close(self, actual, expected, what):
-        scale = max(1.0, expected.abs().max().item())
-        torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL * scale, msg=lambda m: f"{what}: {m}")
+        diff = assert_close(self, actual, expected, what)
         self.assertGreater(expected.abs().max().item(), 0.0, f"{what} is identically zero: the term is not exercised")
-        return (actual - expected).abs().max().item() / scale
+        return diff
 
 
 @classmethod

@@ -125,11 +125,6 @@ NcclBackend nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, const Pla
 
 }  // namespace
 
-const std::vector<std::string>& backend_names() {
-  static const std::vector<std::string> names = {"gloo", "nccl"};
-  return names;
-}
-
 struct Communicator::State {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> group;

@@ -61,12 +61,6 @@ torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
   return finish(y);
 }
 
-torch::Tensor ExactLinearAttentionImpl::attention_weights(const torch::Tensor& x) {
-  check_input(x);
-  auto p = project(x, 0);
-  return ops::ela_attention_weights(p.q, p.k, *kernel_, is_causal(), options_.eps);
-}
-
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
   return DecodeState::of(

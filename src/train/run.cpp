@@ -114,6 +114,24 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   run.model = build_configured_model(config, *run.task, run.model_spec, run.mixers);
 
   TrainConfig& t = run.train;
+  t = train_config_from(config);
+  t.out_dir = out_dir;
+  t.description["model"] = run.model_spec;
+  const ModelContext context = model_context_for(*run.task, run.mixers);
+  t.model_record = nlohmann::json{{"spec", run.model_spec},
+                                  {"mixers", resolved_texts(run.mixers)},
+                                  {"vocab_size", context.vocab_size},
+                                  {"input_features", context.input_features},
+                                  {"output_features", context.output_features},
+                                  {"seq_len", context.seq_len},
+                                  {"output_len", context.output_len}}
+                       .dump();
+  t.description["mixer"] = config.text("mixer");
+  return run;
+}
+
+TrainConfig train_config_from(const Config& config) {
+  TrainConfig t;
   t.steps = config.integer("train.steps");
   t.batch_size = config.integer("train.batch_size");
   t.optimizer.lr = config.real("train.lr");
@@ -136,19 +154,7 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
   t.precision = parse_precision(config.text("train.dtype"), "train.dtype");
   t.device = parse_device(config.text("device"), "device");
   t.init_from = config.text("init_from");
-  t.out_dir = out_dir;
-  t.description["model"] = run.model_spec;
-  const ModelContext context = model_context_for(*run.task, run.mixers);
-  t.model_record = nlohmann::json{{"spec", run.model_spec},
-                                  {"mixers", resolved_texts(run.mixers)},
-                                  {"vocab_size", context.vocab_size},
-                                  {"input_features", context.input_features},
-                                  {"output_features", context.output_features},
-                                  {"seq_len", context.seq_len},
-                                  {"output_len", context.output_len}}
-                       .dump();
-  t.description["mixer"] = config.text("mixer");
-  return run;
+  return t;
 }
 
 Config run_directory_config(const std::string& run_dir, const std::string& missing_config_reason) {

@@ -54,10 +54,11 @@ seqmix_cli_error(bench_config_too_long "--shape T=512 is longer than the config'
 seqmix_cli_error(bench_config_impl "--impl does not apply to --config"
                  bench --config ${PROJECT_SOURCE_DIR}/configs/lm/mha.yaml --impl fused --shape 1,16)
 
-# The MAD table script with every row, each run capped at one step of one task.
+# The MAD table script with every row, each run capped at one step of one task (80 s here: the slow label; in the
+# fast suite results.mad_table_matches_results_md runs the same script over the kept records, every row).
 add_test(NAME results.mad_table_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad && SEQMIX=$<TARGET_FILE:seqmix> exec ${PROJECT_SOURCE_DIR}/scripts/mad_table.sh ${SEQMIX_CLI_TMP}/results/mad --preset cpu --task mad.in_context_recall --max-steps 1 --threads 1 --quiet")
-set_tests_properties(results.mad_table_capped PROPERTIES LABELS fast TIMEOUT 600
+set_tests_properties(results.mad_table_capped PROPERTIES LABELS slow TIMEOUT 600
   PASS_REGULAR_EXPRESSION "\\| `fem:prior=softmax,flags=` \\| [0-9.]+ \\| [0-9.]+ \\|.*`ela:kernel=sum_sq_euclidean` \\| [0-9.]+.*capped at --max-steps 1: a smoke test.*`softmax with residual=momentum`.*`softmax with residual=nesterov`")
 add_test(NAME results.mad_capped_residual COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad_residual && exec $<TARGET_FILE:seqmix> mad --preset cpu --task mad.compression --mixer softmax --residual nesterov --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_residual")
@@ -104,10 +105,11 @@ set_tests_properties(results.seeds_tables_match_records PROPERTIES LABELS fast T
   PASS_REGULAR_EXPRESSION "results.md quotes all [0-9]+ kept three-seed tables")
 
 # MAD's paper preset (every setting of a task's ladder, the 6-point lr x wd sweep), each run capped at one
-# step: memorization's ladder is 6 settings, 36 runs.
+# step: memorization's ladder is 6 settings, 36 runs (two minutes here: the slow label; the preset's plan itself is
+# checked in the fast suite by tests/train/mad_preset_test.cpp).
 add_test(NAME results.mad_paper_preset_capped COMMAND ${CMAKE_COMMAND} -E env bash -c
          "rm -rf ${SEQMIX_CLI_TMP}/results/mad_paper && exec $<TARGET_FILE:seqmix> mad --preset paper --task mad.memorization --mixer softmax --max-steps 1 --threads 1 --quiet --out ${SEQMIX_CLI_TMP}/results/mad_paper")
-set_tests_properties(results.mad_paper_preset_capped PROPERTIES LABELS fast TIMEOUT 600
+set_tests_properties(results.mad_paper_preset_capped PROPERTIES LABELS slow TIMEOUT 600
   PASS_REGULAR_EXPRESSION "\\| `softmax` \\| [0-9.]+ \\| [0-9.]+ \\|.*capped at --max-steps 1: a smoke test")
 
 # --finished-only tabulates what has finished and trains nothing: one capped compression run, then a table over

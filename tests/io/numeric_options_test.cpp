@@ -1,7 +1,9 @@
 // Every registered numeric option (the integer and real options of every mixer, channel mixer, residual scheme,
 // model and task) fed NaN, inf, -inf, 0 and a huge value: the component either builds (and a mixer or channel
 // mixer runs a forward) or refuses with one seqmix::Error that names the option; never another exception (an
-// allocation beyond memory, a LibTorch error about a negative size) and never a crash. The command line's numeric
+// allocation beyond memory, a LibTorch error about a negative size) and never a crash. NaN and infinities mean
+// nothing to any seqmix option (the spec parser reads a number as finite, src/io/spec.cpp), so for them only the
+// refusal passes: an option that starts taking one fails here. The command line's numeric
 // flags and config keys are swept the same way by tests/cli/numeric_options_sweep.sh, which also checks that a
 // refused run leaves no run folder.
 #include <gtest/gtest.h>
@@ -22,18 +24,20 @@ namespace seqmix {
 namespace {
 
 const char* kValues[] = {"nan", "inf", "-inf", "0", "1e300", "9223372036854775807"};
+bool is_nonfinite(const std::string& value) { return value == "nan" || value == "inf" || value == "-inf"; }
 
 struct Sweep {
   int options = 0, cases = 0;
   std::vector<std::string> failures;
 };
 
-// Builds `spec` with build(); a seqmix::Error must name `key`.
+// Builds `spec` with build(); a seqmix::Error must name `key`. With must_refuse, building is a failure too.
 void expect_built_or_named(Sweep& sweep, const std::string& spec, const std::string& key,
-                           const std::function<void(const std::string&)>& build) {
+                           const std::function<void(const std::string&)>& build, bool must_refuse) {
   ++sweep.cases;
   try {
     build(spec);
+    if (must_refuse) sweep.failures.push_back(spec + ": taken, but NaN and infinities mean nothing to " + key);
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.find(key) == std::string::npos) sweep.failures.push_back(spec + ": an error that does not name " + key + ": " + what);
@@ -62,7 +66,7 @@ void sweep_components(Sweep& sweep, const std::vector<ComponentInfo>& infos,
         if (item.rfind(option.key + "=", 0) != 0) base += item + ",";
       for (const char* value : kValues) {
         const std::string spec = info.name + ":" + base + option.key + "=" + value;
-        expect_built_or_named(sweep, spec, option.key, build);
+        expect_built_or_named(sweep, spec, option.key, build, is_nonfinite(value));
       }
     }
 }

@@ -143,6 +143,7 @@ TEST(FashionMnist, TrainingLogsScoredSequencesNotTokens) {
       build_model("vit:dim=16,layers=1", model_context_for(task, {parse_mixer_spec("softmax:causal=0,heads=2")}));
   TrainConfig config;
   config.steps = 2;
+  config.target = 0;
   config.batch_size = 8;
   config.log_every = 1;
   config.eval_every = 2;

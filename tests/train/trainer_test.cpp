@@ -57,6 +57,7 @@ TrainConfig tiny_config(const fs::path& dir, int64_t steps) {
   c.checkpoint_every = 5;
   c.log_every = 3;
   c.keep_checkpoints = 2;
+  c.target = 0;  // never stops early
   c.out_dir = dir.string();
   c.quiet = true;
   return c;

@@ -31,9 +31,6 @@ struct InitOptions {
   std::string backend = "gloo";        // gloo, or nccl (a GPU per local rank)
 };
 
-// The process-group backends: gloo, nccl.
-const std::vector<std::string>& backend_names();
-
 // Whether the environment describes a distributed job (WORLD_SIZE is set), i.e. whether a plain
 // `seqmix train` was started by torchrun or by --nproc.
 bool launched_distributed();

@@ -37,8 +37,6 @@ class ExactLinearAttentionImpl : public MixerImpl {
   DecodeState init_state(int64_t batch) const override;
   torch::Tensor step(const torch::Tensor& x_t, DecodeState& state) override;
 
-  // The explicit weights [B,H,T,T] the layer applies to x (for inspection; O(T^2)).
-  torch::Tensor attention_weights(const torch::Tensor& x);
   const ExactLinearAttentionOptions& options() const { return options_; }
 
   torch::nn::Linear qkv{nullptr}, out{nullptr};

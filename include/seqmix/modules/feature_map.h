@@ -9,7 +9,6 @@ namespace seqmix {
 
 enum class FeatureMap { Relu, Elu, Identity };
 
-FeatureMap parse_feature_map(const std::string& name);  // throws Error on an unknown name
 at::Tensor apply_feature_map(const at::Tensor& x, FeatureMap map, double eps);
 bool is_positive(FeatureMap map);
 

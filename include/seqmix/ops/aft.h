@@ -51,7 +51,7 @@ AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor
                                    const AftState& initial, bool final_state, const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.aft).
-constexpr ImplSet kAftImpls = kFusedAndNaive;
+constexpr ImplSet kAftImpls{{Impl::fused, Impl::naive}, {"seqmix::_aft_forward"}};
 PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
               const at::Tensor& cu_seqlens = {});
 

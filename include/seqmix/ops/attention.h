@@ -42,7 +42,7 @@ at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, con
 
 // The one entry point: fused, naive or torch, through the dispatcher (torch.ops.seqmix.attention), so reduced
 // precision, autocast and the device's kernel apply.
-constexpr ImplSet kSoftmaxAttentionImpls{Impl::fused, Impl::naive, Impl::torch};
+constexpr ImplSet kSoftmaxAttentionImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_attention_forward"}};
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
 // relu_attention_naive through the dispatcher (torch.ops.seqmix.relu_attention).

@@ -89,7 +89,7 @@ ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tenso
 
 // The one entry point, through the dispatcher (torch.ops.seqmix.ela, which finds the kernel by its registered
 // name): fused (the linear form) or naive (the explicit quadratic form).
-constexpr ImplSet kElaImpls = kFusedAndNaive;
+constexpr ImplSet kElaImpls{{Impl::fused, Impl::naive}, {"seqmix::_ela_hadamard_forward", "seqmix::_gla_forward"}};
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl);
 

@@ -52,7 +52,8 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 // one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
 // authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device. The fused form
 // has a CUDA kernel too (src/ops/fem/fused_cuda.cu: bfloat16/float16 inputs on tensor cores).
-constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, /*fused_on_cuda=*/true};
+// Its CUDA kernel (fused_cuda.cu) has not yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
+constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_fem_softmax_forward"}};
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
 namespace native {

@@ -42,7 +42,7 @@ PriorRead gla_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                       const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.gla).
-constexpr ImplSet kGlaImpls{Impl::fused, Impl::naive, Impl::chunked};
+constexpr ImplSet kGlaImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens = {});
 

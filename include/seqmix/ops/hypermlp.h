@@ -62,7 +62,7 @@ at::Tensor hypermlp_read_dense(const at::Tensor& q, const at::Tensor& k, const a
 
 // The one entry point, through the dispatcher (torch.ops.seqmix.hypermlp_read): fused is the blocked read, naive
 // the dense one. Both are ATen code, so both run on a GPU too.
-constexpr ImplSet kHypermlpReadImpls{{Impl::fused, Impl::naive}, /*fused_on_cuda=*/true};
+constexpr ImplSet kHypermlpReadImpls{Impl::fused, Impl::naive};  // the blocked read is ATen code
 at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
                          const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
                          const HyperReadOptions& options, Impl impl);

@@ -61,7 +61,7 @@ PriorRead linear_attention_chunked(const at::Tensor& q, const at::Tensor& k, con
                                    const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.linear_attention).
-constexpr ImplSet kLinearAttentionImpls{Impl::fused, Impl::naive, Impl::chunked};
+constexpr ImplSet kLinearAttentionImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens = {});
 

@@ -70,8 +70,9 @@ const std::vector<OpFamily>& op_families();
 std::vector<const BenchCaseDeclaration*> bench_cases();
 // The bench case `name`; throws seqmix::Error listing the valid names.
 const BenchCaseDeclaration& bench_case(const std::string& name);
-// The table as JSON, for Python: {"families": [{"name", "torch_ops": [{"name", "impls", "impls_on", "doc"}],
-// "bench_cases"}]}.
+// The table as JSON, for Python: {"families": [{"name", "torch_ops": [{"name", "impls", "impls_on", "auto_on",
+// "fused_kernels": [{"name", "devices", "passed_on_gpu"}], "doc"}], "bench_cases"}]}, the devices as the dispatcher
+// has them.
 std::string op_table_json();
 
 // Adds a family to the table; declare.cpp's SEQMIX_OP_FAMILY does it at start-up.

@@ -30,7 +30,7 @@ at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k,
 
 // The entry points, through the dispatcher (torch.ops.seqmix.mha2nd1st_read, light2nd1st_read): fused is the
 // O(N d) form, naive the one with the covariance formed explicitly. Both are ATen code, so both run on a GPU too.
-constexpr ImplSet kSecondOrderImpls{{Impl::fused, Impl::naive}, /*fused_on_cuda=*/true};
+constexpr ImplSet kSecondOrderImpls{Impl::fused, Impl::naive};  // the fused reads are ATen code
 at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                      const at::Tensor& bias_scale, bool causal, Impl impl);
 at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,

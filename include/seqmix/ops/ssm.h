@@ -27,7 +27,7 @@ at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at
                           const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
 // The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.ssm_scan).
-constexpr ImplSet kSsmScanImpls = kFusedAndNaive;
+constexpr ImplSet kSsmScanImpls{{Impl::fused, Impl::naive}, {"seqmix::_ssm_scan_forward"}};
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
 

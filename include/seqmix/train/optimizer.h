@@ -9,7 +9,7 @@
 namespace seqmix {
 
 struct OptimizerConfig {
-  double lr = 1e-3;
+  double lr = 3e-3;  // the defaults are the run config's (TrainConfig)
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool decay_vectors = false;  // also decay norm weights and biases (MAD's single parameter group)

@@ -17,6 +17,11 @@ namespace seqmix {
 // Keys of config.yaml: task, mixer (list), model, seed, threads, train.* (steps, batch_size, lr, ...).
 std::vector<OptionInfo> run_config_schema();
 
+// The trainer settings of a run config's train.* keys (and device, init_from). TrainConfig's own defaults are this
+// schema's (tests/train/run_config_test.cpp holds them equal), so the CLI, YAML configs and C++ callers of train()
+// start from one set.
+TrainConfig train_config_from(const Config& config);
+
 struct Run {
   std::unique_ptr<Task> task;
   SequenceModel model;

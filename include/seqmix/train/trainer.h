@@ -19,16 +19,17 @@ namespace dist {
 class Communicator;
 }
 
+// The defaults are the run config's (run_config_schema in run.h; a test holds them equal).
 struct TrainConfig {
-  int64_t steps = 1000;
+  int64_t steps = 2000;
   int64_t batch_size = 64;
   OptimizerConfig optimizer;
   double min_lr = 0.0;
   int64_t warmup_steps = 0;
-  double grad_clip = 1.0;        // max global gradient norm; 0 disables clipping
+  double grad_clip = 0.0;        // max global gradient norm; 0 disables clipping
   int64_t eval_every = 100;      // 0: evaluate only at the end
   int64_t log_every = 10;
-  double target = 0.0;           // stop once the primary metric reaches this (0 = never)
+  double target = 0.99;          // stop once the primary metric reaches this (0 = never)
   std::string select_by;         // "best" evaluation: "" = by the primary metric, "loss" = lowest test loss
   int64_t schedule_stage = 1;    // learning rate held within stages of this many steps (MAD: an epoch)
   int64_t checkpoint_every = 0;  // 0: at every evaluation

@@ -151,7 +151,7 @@ struct PriorDeclaration {
   bool has_query_key = false;
   std::string meaning;
   Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
-  ops::ImplSet impls = ops::kFusedAndNaive;  // what its op has (auto picks among them per device)
+  ops::ImplSet impls{ops::Impl::fused, ops::Impl::naive};  // the names its op takes (the op picks per device)
   // The options FEM's spec takes for this prior (fem:prior=ssm,ssm_state=8), and how validated options read into
   // its options struct (PriorConfig::own); no options: no read.
   std::vector<OptionInfo> options;
@@ -165,7 +165,7 @@ struct PriorDeclarationOf {
   bool has_query_key = false;
   std::string meaning;
   Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
-  ops::ImplSet impls = ops::kFusedAndNaive;
+  ops::ImplSet impls{ops::Impl::fused, ops::Impl::naive};
   std::vector<Field<O>> fields = {};
 
   PriorDeclaration erase() const {

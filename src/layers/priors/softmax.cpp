@@ -49,11 +49,12 @@ class KeyValuePrior : public PriorImpl {
   }
   std::optional<ops::FemRead> fused_free_energy_read(const at::Tensor& values, const at::Tensor& beta, double cap,
                                                      const PriorInputs& in) override {
-    // The one-pass read where its fused kernel runs (auto: on devices that have it; elsewhere the two streams go
+    // The one-pass read where auto picks its fused kernel (fem_softmax_read's rule); elsewhere the two streams go
     // through the attention read, PyTorch's kernel on a GPU, as the authors' layer reads them).
     const bool fused = config_.impl == ops::Impl::fused ||
                        (config_.impl == ops::Impl::automatic &&
-                        ops::kFemSoftmaxReadImpls.on(in.q.device()).contains(ops::Impl::fused));
+                        ops::check_impl(ops::Impl::automatic, ops::kFemSoftmaxReadImpls, "fem_softmax_read",
+                                        in.q.device()) == ops::Impl::fused);
     if (!softmax_ || !fused || cap <= 0) return std::nullopt;
     return ops::fem_softmax_read(in.q, in.k, values, beta, cap, config_.causal, scale_, in.mask, ops::Impl::fused);
   }

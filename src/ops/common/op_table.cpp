@@ -54,6 +54,8 @@ const BenchCaseDeclaration& bench_case(const std::string& name) {
 }
 
 std::string op_table_json() {
+  const std::vector<c10::Device> devices{c10::Device(c10::kCPU), c10::Device(c10::kCUDA)};
+  const auto device_name = [](const c10::Device& d) { return c10::DeviceTypeName(d.type(), /*lower_case=*/true); };
   nlohmann::ordered_json families = nlohmann::ordered_json::array();
   for (const auto& family : op_families()) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), cases = nlohmann::ordered_json::array();
@@ -63,19 +65,32 @@ std::string op_table_json() {
         for (Impl i : set.list()) out.push_back(impl_name(i));
         return out;
       };
-      nlohmann::ordered_json on_device = nlohmann::ordered_json::object();
-      for (const c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kCUDA)})
-        on_device[c10::DeviceTypeName(device.type(), /*lower_case=*/true)] = names(op.impls.on(device));
+      // What the dispatcher has on each device, and what auto picks there (none for an op without impls).
+      nlohmann::ordered_json on_device = nlohmann::ordered_json::object(), auto_on = nlohmann::ordered_json::object();
+      for (const c10::Device& device : devices) {
+        on_device[device_name(device)] = names(registered_on(op.impls, device));
+        auto_on[device_name(device)] =
+            op.impls.list().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(impl_name(check_impl(Impl::automatic, op.impls, op.name, device)));
+      }
+      nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+      for (const char* kernel : op.impls.fused_kernels()) {
+        nlohmann::ordered_json on = nlohmann::ordered_json::array();
+        for (const c10::Device& device : devices)
+          if (kernel_registered_on(kernel, device)) on.push_back(device_name(device));
+        kernels.push_back({{"name", kernel}, {"devices", on}, {"passed_on_gpu", gpu_kernel_passed(kernel)}});
+      }
       const auto doc = operator_docs().find(op.name);
       ops.push_back({{"name", op.name},
                      {"impls", names(op.impls)},
                      {"impls_on", on_device},
+                     {"auto_on", auto_on},
+                     {"fused_kernels", kernels},
                      {"doc", doc == operator_docs().end() ? "" : doc->second}});
     }
     for (const auto& c : family.bench_cases) cases.push_back(c.name);
     families.push_back({{"name", family.name}, {"torch_ops", ops}, {"bench_cases", cases}});
   }
-  return nlohmann::ordered_json{{"families", families}, {"cuda_kernels", cuda_kernels_built()}}.dump();
+  return nlohmann::ordered_json{{"families", families}}.dump();
 }
 
 }  // namespace seqmix::ops

@@ -264,12 +264,8 @@ void define_kernel(torch::Library& m, const char* schema) {
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(cpu)));
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Meta, TORCH_FN(meta)));
 }
-// The same with a CUDA kernel too (an op family's fused_cuda.cpp).
-template <auto cpu, auto meta, auto cuda>
-void define_kernel(torch::Library& m, const char* schema) {
-  define_kernel<cpu, meta>(m, schema);
-  m.impl(torch::schema(schema).name().c_str(), torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(cuda)));
-}
+// A GPU kernel of the operator registers itself from its own file: TORCH_LIBRARY_IMPL(seqmix, CUDA, m) { m.impl(...); }
+// (src/ops/fem/fused_cuda.cpp), and the op's ImplSet, which names the kernel operator, finds it there.
 
 // The kernel operator `name` ("seqmix::_gla_forward"), for calling below autograd (kernel_call).
 template <class Signature>

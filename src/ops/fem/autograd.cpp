@@ -1,7 +1,8 @@
 // The fused FEM softmax read as an autograd op: value clamp, scaling, the read and F = L / beta all run
 // in the kernel pair, which returns the gradients of q, k, v and beta. Both kernels are operators of their own
 // (torch.ops.seqmix._fem_softmax_forward/_backward, with Meta kernels) that the Function calls through the
-// dispatcher, so torch.compile traces them on fake tensors.
+// dispatcher, so torch.compile traces them on fake tensors. Their CUDA kernels register themselves from
+// fused_cuda.cpp.
 #include <torch/torch.h>
 
 #include "../common/checks.h"
@@ -27,11 +28,6 @@ Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   auto r = fem_softmax_read_fused_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
   return {r.mean, r.free_energy, r.lse};
 }
-Tensors forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
-                     bool causal, double scale, const Mask& key_mask) {
-  auto r = fem_softmax_read_cuda_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
-  return {r.mean, r.free_energy, r.lse};
-}
 // The saved tensors are float32 where the CUDA kernel reads reduced precision (fused_kernels.h).
 Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, const at::Tensor&, double, bool,
                      double, const Mask&) {
@@ -47,13 +43,6 @@ Tensors backward_cpu(const at::Tensor& d_mean, const at::Tensor& d_free, const a
                      const at::Tensor& lse, double cap, bool causal, double scale, const Mask& key_mask) {
   return fem_softmax_read_fused_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
                                          or_undefined(key_mask));
-}
-Tensors backward_cuda(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
-                      const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean,
-                      const at::Tensor& free_energy, const at::Tensor& lse, double cap, bool causal, double scale,
-                      const Mask& key_mask) {
-  return fem_softmax_read_cuda_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
-                                        or_undefined(key_mask));
 }
 Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
                       const at::Tensor& v, const at::Tensor& beta, const at::Tensor&, const at::Tensor&,
@@ -109,10 +98,10 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta, &forward_cuda>(
+  define_kernel<&forward_cpu, &forward_meta>(
       m, "_fem_softmax_forward(Tensor q, Tensor k, Tensor v, Tensor beta, float cap, bool causal, float scale, "
          "Tensor? key_mask) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta, &backward_cuda>(
+  define_kernel<&backward_cpu, &backward_meta>(
       m, "_fem_softmax_backward(Tensor d_mean, Tensor d_free, Tensor q, Tensor k, Tensor v, Tensor beta, Tensor mean, "
          "Tensor free_energy, Tensor lse, float cap, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
 }

@@ -13,10 +13,7 @@ namespace seqmix::ops::native {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
-  // auto on a GPU stays PyTorch's SDPA until the CUDA kernel (fused_cuda.cu) has passed its tests on one
-  // (scripts/gpu_check.sh); impl="fused" runs it.
-  if (impl == Impl::automatic && !q.device().is_cpu()) chosen = Impl::torch;
+  const Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
   // The operator takes bfloat16/float16 CUDA tensors as they are (Precision::reduced_on_cuda): the CUDA kernel reads
   // them when all four share that dtype; everything else reads in float32, as every operator does.
   std::optional<at::ScalarType> reduced;  // the first reduced-precision input's dtype, which the outputs take

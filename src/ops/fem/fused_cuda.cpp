@@ -1,8 +1,11 @@
 // The fused FEM softmax read on CUDA tensors: the checks, the bfloat16 operands, the elementwise prologue and
 // epilogue of the backward in ATen (float32), and the kernels of fused_cuda.cu launched on torch's current stream.
-// Compiled in every build; without the CUDA kernels (SEQMIX_CUDA_KERNELS=0) ImplSet::on lists no fused impl on
-// CUDA, so nothing calls these there, and a direct call is one error.
+// This file is the CUDA kernel of the kernel operators seqmix::_fem_softmax_forward/_backward (defined with their CPU
+// and Meta kernels in autograd.cpp) and registers itself with the dispatcher at its end; the build compiles it with
+// the .cu files (SEQMIX_CUDA with a CUDA torch), so a build without them has no CUDA kernel for the operators and
+// the op's impl list on CUDA says so (ImplSet, registered_on).
 #include <ATen/ATen.h>
+#include <torch/library.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -13,34 +16,10 @@
 #include "fused_cuda.h"
 #include "fused_kernels.h"
 
-#ifndef SEQMIX_CUDA_KERNELS
-#define SEQMIX_CUDA_KERNELS 0
-#endif
-
 namespace seqmix::ops {
 namespace {
 
 constexpr const char* kOp = "fem_softmax_read (impl fused on CUDA)";
-
-}  // namespace
-
-#if !SEQMIX_CUDA_KERNELS
-
-FemReadForward fem_softmax_read_cuda_forward(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, double, bool, double, const at::Tensor&) {
-  TORCH_CHECK(false, kOp, ": this seqmix was built without its CUDA kernels (SEQMIX_CUDA=OFF)");
-}
-
-std::vector<at::Tensor> fem_softmax_read_cuda_backward(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                       const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                       const FemReadForward&, double, bool, double,
-                                                       const at::Tensor&) {
-  TORCH_CHECK(false, kOp, ": this seqmix was built without its CUDA kernels (SEQMIX_CUDA=OFF)");
-}
-
-#else
-
-namespace {
 
 void check_cuda_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                      double cap, double scale, const at::Tensor& key_mask) {
@@ -90,9 +69,7 @@ fem_cuda::Visibility visibility(bool causal, const at::Tensor& key_mask, at::Ten
   return vis;
 }
 
-}  // namespace
-
-FemReadForward fem_softmax_read_cuda_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+FemReadForward cuda_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                              const at::Tensor& beta_in, double cap, bool causal, double scale,
                                              const at::Tensor& key_mask_in) {
   check_cuda_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask_in);
@@ -122,7 +99,7 @@ FemReadForward fem_softmax_read_cuda_forward(const at::Tensor& q_in, const at::T
   return r;
 }
 
-std::vector<at::Tensor> fem_softmax_read_cuda_backward(const at::Tensor& d_mean_in, const at::Tensor& d_free_in,
+std::vector<at::Tensor> cuda_backward(const at::Tensor& d_mean_in, const at::Tensor& d_free_in,
                                                        const at::Tensor& q_in, const at::Tensor& k_in,
                                                        const at::Tensor& v_in, const at::Tensor& beta_in,
                                                        const FemReadForward& saved, double cap, bool causal,
@@ -184,6 +161,27 @@ std::vector<at::Tensor> fem_softmax_read_cuda_backward(const at::Tensor& d_mean_
           dbeta.reshape(beta_in.sizes()).to(beta_in.scalar_type())};
 }
 
-#endif  // SEQMIX_CUDA_KERNELS
+using Tensors = std::vector<at::Tensor>;
+using Mask = c10::optional<at::Tensor>;
 
+// The kernel operators' CUDA kernels: {mean, free_energy, lse} (float32) and {dq, dk, dv, dbeta}.
+Tensors forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                       double cap, bool causal, double scale, const Mask& key_mask) {
+  auto r = cuda_forward(q, k, v, beta, cap, causal, scale, key_mask.has_value() ? *key_mask : at::Tensor());
+  return {r.mean, r.free_energy, r.lse};
+}
+Tensors backward_kernel(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean,
+                        const at::Tensor& free_energy, const at::Tensor& lse, double cap, bool causal, double scale,
+                        const Mask& key_mask) {
+  return cuda_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
+                       key_mask.has_value() ? *key_mask : at::Tensor());
+}
+
+}  // namespace
 }  // namespace seqmix::ops
+
+TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
+  m.impl("_fem_softmax_forward", TORCH_FN(seqmix::ops::forward_kernel));
+  m.impl("_fem_softmax_backward", TORCH_FN(seqmix::ops::backward_kernel));
+}

@@ -12,7 +12,7 @@ namespace seqmix::ops {
 // keys not yet in the running max, so float32 sums cannot overflow (derivation in README.md).
 constexpr double kFemShiftSpan = kFemFusedMaxCap;
 
-// In the inputs' dtype on the CPU; float32 from the CUDA kernel (which reads bfloat16 or float16): the backward
+// In the inputs' dtype on the CPU; float32 from the CUDA kernel (fused_cuda.cpp) (which reads bfloat16 or float16): the backward
 // recomputes L = beta F, which a bfloat16 F would leave 2^-8 |L| off.
 struct FemReadForward {
   at::Tensor mean;         // mu [B,T,H,dv]
@@ -29,17 +29,5 @@ std::vector<at::Tensor> fem_softmax_read_fused_backward(const at::Tensor& d_mean
                                                         const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                         const at::Tensor& beta, const FemReadForward& saved, double cap,
                                                         bool causal, double scale, const at::Tensor& key_mask);
-
-// The same pair on CUDA tensors (fused_cuda.cpp, kernels in fused_cuda.cu): bfloat16 or float16 q, k, v (float16 is
-// read as bfloat16), head widths (dk, dv) the kernels are compiled for, cap in (0, 40]; saved tensors in float32,
-// gradients in the inputs' dtypes.
-FemReadForward fem_softmax_read_cuda_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                             const at::Tensor& beta, double cap, bool causal, double scale,
-                                             const at::Tensor& key_mask);
-std::vector<at::Tensor> fem_softmax_read_cuda_backward(const at::Tensor& d_mean, const at::Tensor& d_free,
-                                                       const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                       const at::Tensor& beta, const FemReadForward& saved,
-                                                       double cap, bool causal, double scale,
-                                                       const at::Tensor& key_mask);
 
 }  // namespace seqmix::ops
