@@ -38,6 +38,7 @@ class OnAnotherDevice(unittest.TestCase):
         for name, impls in table_ops().items():
             with self.subTest(op=name):
                 self.assertEqual(impls_on(name, "cpu"), impls)
+                self.assertTrue(set(impls_on(name, "cuda")) <= set(impls))
                 if impls:  # the naive twin is ATen: it runs everywhere
                     self.assertIn("naive", impls_on(name, "cuda"))
         # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too.

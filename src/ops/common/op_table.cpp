@@ -69,8 +69,8 @@ std::string op_table_json() {
       nlohmann::ordered_json on_device = nlohmann::ordered_json::object(), auto_on = nlohmann::ordered_json::object();
       for (const c10::Device& device : devices) {
         on_device[device_name(device)] = names(registered_on(op.impls, device));
-        auto_on[device_name(device)] =
-            op.impls.list().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(impl_name(check_impl(Impl::automatic, op.impls, op.name, device)));
+        if (!op.impls.list().empty())
+          auto_on[device_name(device)] = impl_name(check_impl(Impl::automatic, op.impls, op.name, device));
       }
       nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
       for (const char* kernel : op.impls.fused_kernels()) {
