@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check (docs/gpu.md): on a Linux machine with an NVIDIA GPU, CUDA's compiler, CMake, ninja and a CUDA build
-# of torch 2.x in its python3, and nothing else of seqmix's (no Debian packages, no network), it builds the Python
-# package's library against that torch, runs the cuda tests and the device tests, and prints the GPU benchmark
-# table. Everything it needs beyond that machine comes with the repository (third_party/wheels: nlohmann_json's
+# of torch 2.x in its python3 (with the Triton it requires), and nothing else of seqmix's (no Debian packages, no
+# network), it builds the Python package's library against that torch (the Triton kernels compiled ahead of time
+# for the build's architectures), runs the cuda tests (every GPU kernel against the CPU's float64 naive twin) and the
+# device tests, and prints the GPU benchmark table with the kernels' targets. Everything it needs beyond that machine comes with the repository (third_party/wheels: nlohmann_json's
 # headers, as PyPI ships them).
 #   scripts/gpu_check.sh [--quick]        PYTHON=python3, OUT=folder for the logs (default /tmp/seqmix-gpu-check)
 # Exit status: 0 when the build, every test and the benchmark ran and passed.

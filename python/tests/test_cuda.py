@@ -30,9 +30,11 @@ def setUpModule():
 # Bounds on scaled_difference, max |got - want| / max(1, max|want|): the samples are O(1), and a gradient that is zero
 # by an invariance (a decode step's first read, independent of its query) is rounding noise on either side.
 TOLERANCE = {torch.float32: 2e-4, torch.bfloat16: 3e-2}
-# seqmix's own CUDA kernels, which read bfloat16/float16 on tensor cores at the head widths they are compiled for:
-# FusedFemSoftmaxReadOnCuda tests them at their shapes; the sweep below skips them (its samples' widths are 3 and 4).
-CUDA_KERNELS = {("fem_softmax_read", "fused")}
+TOLERANCE[torch.float16] = TOLERANCE[torch.bfloat16]
+# seqmix's own CUDA kernels (the Triton kernels compiled ahead of time, src/ops/*/fused_cuda.cpp), which read head
+# widths that are multiples of 16 up to 128: FusedFemSoftmaxReadOnCuda and FusedScanOnCuda test them at their shapes;
+# the sweep below skips them (its samples' widths are 3 and 4).
+CUDA_KERNELS = {("fem_softmax_read", "fused"), ("gla", "fused"), ("linear_attention", "fused")}
 
 
 def as_tuple(out):
@@ -94,10 +96,10 @@ class EveryOp(unittest.TestCase):
                         self.check(name, impl, dtype)
 
     def test_the_cpu_kernels_are_refused_on_cuda_in_one_line(self):
-        q = torch.rand(1, 4, 2, 3, device=CUDA)
+        x = torch.rand(1, 4, 3, device=CUDA)
         with self.assertRaises(RuntimeError) as caught:
-            seqmix.gla(q, q, q, -q.sum(-1), impl="fused")
-        self.assertIn("gla has no impl 'fused' on cuda:0", str(caught.exception).splitlines()[0])
+            seqmix.aft(x, x, impl="fused")
+        self.assertIn("aft has no impl 'fused' on cuda:0", str(caught.exception).splitlines()[0])
 
     def test_mixed_devices_are_one_line(self):
         q = torch.randn(1, 4, 2, 3)
@@ -134,13 +136,13 @@ def fem_read_and_gradients(q, k, v, beta, weights, **kw):
 
 
 class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
-    """seqmix's CUDA kernel of the FEM softmax read (src/ops/fem/fused_cuda.cu) against the CPU's float64 naive twin
-    reading the same rounded inputs: outputs and the gradients of q, k, v and beta, at awkward shapes (T not a
-    multiple of the 64-row tile, T = 1, more keys than queries, every compiled pair of head widths), causal and not,
-    with padding (a batch row with every key masked among them), packed sequences with empty and length-1 ones, in
-    bfloat16 and float16 (read as bfloat16, so bfloat16's tolerance)."""
+    """seqmix's CUDA kernel of the FEM softmax read (the Triton kernels of src/ops/fem/fem_softmax_read_triton.py,
+    launched by src/ops/fem/fused_cuda.cpp) against the CPU's float64 naive twin reading the same rounded inputs:
+    outputs and the gradients of q, k, v and beta, at awkward shapes (T not a multiple of a block, T = 1, more keys
+    than queries, head widths from 16 to 128 in unequal pairs), causal and not, with padding (a batch row with every
+    key masked among them), packed sequences with empty and length-1 ones, in bfloat16, float16 and float32."""
 
-    HEAD_DIMS = [(32, 32), (64, 64), (128, 128), (32, 64), (64, 32), (64, 128), (128, 64)]
+    HEAD_DIMS = [(16, 16), (32, 32), (64, 64), (128, 128), (48, 80), (80, 48), (64, 128), (128, 64), (112, 16)]
 
     def compare(self, q, k, v, beta, dtype, cap=8.0, **kw):
         torch.manual_seed(1)
@@ -156,7 +158,7 @@ class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
             self.assertEqual(g.device.type, "cuda", name)
             self.assertEqual(g.dtype, dtype, name)
             self.assertTrue(torch.isfinite(g).all(), name)
-            self.assertLess(scaled_difference(g, w), TOLERANCE[torch.bfloat16], name)
+            self.assertLess(scaled_difference(g, w), TOLERANCE[dtype], name)
 
     def inputs(self, B, T, S, H, dk, dv):
         g = torch.Generator().manual_seed(0)
@@ -166,11 +168,13 @@ class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
         return q, k, v, beta
 
     def test_outputs_and_gradients_at_awkward_shapes(self):
-        """Every compiled pair of widths at T = 1, one row past a tile and fewer queries than keys; every tile edge at
-        d = 64; float16 once (it runs the bfloat16 kernel)."""
+        """Every pair of widths at T = 1, one row past a block and fewer queries than keys, in bfloat16; every block
+        edge at d = 64; float16 and float32 at each width block."""
         cases = [(torch.bfloat16, dims, shape) for dims in self.HEAD_DIMS for shape in ((1, 1), (65, 65), (37, 100))]
-        cases += [(torch.bfloat16, (64, 64), shape) for shape in ((63, 63), (64, 64), (130, 130))]
-        cases += [(torch.float16, (64, 64), (65, 65))]
+        cases += [(torch.bfloat16, (64, 64), shape) for shape in ((15, 15), (16, 16), (17, 17), (63, 63), (64, 64),
+                                                                   (130, 130))]
+        cases += [(dtype, dims, (65, 65)) for dtype in (torch.float16, torch.float32)
+                  for dims in ((64, 64), (128, 48), (32, 128))]
         for dtype, (dk, dv), (T, S) in cases:
             for causal in (True, False):
                 with self.subTest(dtype=dtype, dk=dk, dv=dv, T=T, S=S, causal=causal):
@@ -196,8 +200,8 @@ class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
         self.compare(q, k, 50 * v, beta, torch.bfloat16, cap=40.0)
 
     def test_what_the_kernel_does_not_read_is_one_line(self):
-        cases = [(tuple(x.bfloat16() for x in self.inputs(1, 8, 8, 2, 48, 48)), {}, "head widths"),
-                 (tuple(x.float() for x in self.inputs(1, 8, 8, 2, 64, 64)), {}, "reads bfloat16 or float16"),
+        cases = [(tuple(x.bfloat16() for x in self.inputs(1, 8, 8, 2, 24, 24)), {}, "multiple of 16"),
+                 (tuple(x.double() for x in self.inputs(1, 8, 8, 2, 64, 64)), {}, "float32, float16 or bfloat16"),
                  (tuple(x.bfloat16() for x in self.inputs(1, 8, 8, 2, 64, 64)), {"cap": 41.0}, "cap")]
         for args, kw, words in cases:
             with self.subTest(words=words):
@@ -206,6 +210,65 @@ class FusedFemSoftmaxReadOnCuda(unittest.TestCase):
                 message = str(caught.exception).splitlines()[0]
                 self.assertIn("fem_softmax_read", message)
                 self.assertIn(words, message)
+
+
+def scan_and_gradients(q, k, v, decay, weights, **kw):
+    """(numerator, normaliser) of gla (decay given) or linear_attention and the gradients of
+    sum(numerator w0 + normaliser w1) with respect to q, k, v (and the decay)."""
+    leaves = [x.detach().requires_grad_() for x in ((q, k, v) if decay is None else (q, k, v, decay))]
+    out = seqmix.gla(*leaves, **kw) if decay is not None else seqmix.linear_attention(*leaves, **kw)
+    loss = (out[0].double() * weights[0].to(out[0].device)).sum() + (out[1].double() * weights[1].to(out[1].device)).sum()
+    return list(out) + list(torch.autograd.grad(loss, leaves))
+
+
+class FusedScanOnCuda(unittest.TestCase):
+    """seqmix's CUDA kernel of the chunked GLA scan (the Triton kernels of src/ops/gla/gla_triton.py, launched by
+    src/ops/gla/fused_cuda.cpp), also linear attention's, against the CPU's float64 naive twin on the same rounded
+    inputs: outputs and every input gradient at lengths around the 16-position chunk, head widths from 16 to 128,
+    a decay per head and per key, packed sequences with empty and length-1 ones, in bfloat16, float16 and float32."""
+
+    def compare(self, dtype, B, T, H, dk, dv, decay, cu_seqlens=None):
+        g = torch.Generator().manual_seed(T * 131 + dk)
+        q, k = torch.randn(B, T, H, dk, generator=g) / dk ** 0.5, torch.randn(B, T, H, dk, generator=g)
+        v = torch.randn(B, T, H, dv, generator=g)
+        log_decay = None if decay is None else -0.3 * torch.rand(*((B, T, H) if decay == "head" else (B, T, H, dk)),
+                                                                 generator=g)
+        weights = [torch.randn(B, T, H, dv, dtype=torch.float64).to(dtype).double(),
+                   torch.randn(B, T, H, dtype=torch.float64).to(dtype).double()]
+        rounded = [None if x is None else x.to(dtype) for x in (q, k, v, log_decay)]
+        kw = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
+        want = scan_and_gradients(*[None if x is None else x.double() for x in rounded], weights, impl="naive", **kw)
+        gpu_kw = {key: x.to(CUDA) for key, x in kw.items()}
+        got = scan_and_gradients(*[None if x is None else x.to(CUDA) for x in rounded], weights, impl="fused",
+                                 **gpu_kw)
+        names = ["numerator", "normaliser", "dq", "dk", "dv", "dlog_decay"]
+        for name, a, b in zip(names, got, want):
+            self.assertEqual(a.device.type, "cuda", name)
+            self.assertEqual(a.dtype, dtype, name)
+            self.assertTrue(torch.isfinite(a).all(), name)
+            self.assertLess(scaled_difference(a, b), TOLERANCE[dtype], name)
+
+    def test_lengths_widths_and_decays(self):
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            for decay in ("head", "key", None):
+                for T in (1, 15, 16, 17, 65):
+                    with self.subTest(dtype=dtype, decay=decay, T=T):
+                        self.compare(dtype, 2, T, 2, 64, 64, decay)
+                for dk, dv in ((16, 16), (128, 128), (32, 96), (128, 16), (80, 48)):
+                    with self.subTest(dtype=dtype, decay=decay, dk=dk, dv=dv):
+                        self.compare(dtype, 1, 33, 2, dk, dv, decay)
+
+    def test_packed_sequences_with_empty_and_length_one_ones(self):
+        cu_seqlens = torch.tensor([0, 3, 3, 4, 80])
+        for decay in ("head", "key", None):
+            with self.subTest(decay=decay):
+                self.compare(torch.bfloat16, 1, 80, 2, 64, 64, decay, cu_seqlens)
+
+    def test_what_the_kernel_does_not_read_is_one_line(self):
+        q = torch.randn(1, 8, 2, 24, device=CUDA)
+        with self.assertRaises(RuntimeError) as caught:
+            seqmix.gla(q, q, q, -torch.rand(1, 8, 2, device=CUDA), impl="fused")
+        self.assertIn("multiple of 16", str(caught.exception).splitlines()[0])
 
 
 class EveryMixer(unittest.TestCase):

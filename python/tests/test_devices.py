@@ -41,8 +41,11 @@ class OnAnotherDevice(unittest.TestCase):
                 self.assertTrue(set(impls_on(name, "cuda")) <= set(impls))
                 if impls:  # the naive twin is ATen: it runs everywhere
                     self.assertIn("naive", impls_on(name, "cuda"))
-        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too.
-        self.assertEqual(impls_on("gla", "cuda"), ["naive", "chunked"])
+        # The CPU kernels stay on the CPU; the forms written in ATen run on a GPU too; GLA's fused form runs there
+        # when the build compiled its GPU kernels (SEQMIX_CUDA: the Triton kernels, src/ops/gla/fused_cuda.cpp).
+        gpu_scan = torch._C._dispatch_has_kernel_for_dispatch_key("seqmix::_gla_forward", "CUDA")
+        self.assertEqual(impls_on("gla", "cuda"), (["fused"] if gpu_scan else []) + ["naive", "chunked"])
+        self.assertEqual(impls_on("aft", "cuda"), ["naive"])
         self.assertEqual(impls_on("attention", "cuda"), ["naive", "torch"])
         self.assertEqual(impls_on("mha2nd1st_read", "cuda"), ["fused", "naive"])
 
@@ -79,12 +82,12 @@ class OnAnotherDevice(unittest.TestCase):
                 self.assertEqual(op["auto_on"]["cpu"], "fused")
 
     def test_an_implementation_a_device_lacks_is_one_line_naming_the_ones_it_has(self):
-        q = torch.randn(1, 4, 2, 3, device="meta")
+        x = torch.randn(1, 4, 3, device="meta")
         with self.assertRaises(RuntimeError) as caught:
-            seqmix.gla(q, q, q, q.sum(-1), impl="fused")
+            seqmix.aft(x, x, impl="fused")
         message = str(caught.exception).splitlines()[0]
-        self.assertIn("gla has no impl 'fused' on meta", message)
-        self.assertIn("its impls there: auto, naive, chunked", message)
+        self.assertIn("aft has no impl 'fused' on meta", message)
+        self.assertIn("its impls there: auto, naive", message)
 
     def test_tensors_on_two_devices_are_one_line_naming_both(self):
         q = torch.randn(1, 4, 2, 3)

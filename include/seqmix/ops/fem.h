@@ -51,8 +51,8 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 // The softmax prior's read through the dispatcher (torch.ops.seqmix.fem_softmax_read): fused, naive, or torch:
 // one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
 // authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device. The fused form
-// has a CUDA kernel too (src/ops/fem/fused_cuda.cu: bfloat16/float16 inputs on tensor cores).
-// Its CUDA kernel (fused_cuda.cu) has not yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
+// has a GPU kernel too (src/ops/fem/fused_cuda.cpp: the Triton kernels, float32/float16/bfloat16 inputs); it has not
+// yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
 constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_fem_softmax_forward"}};
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);

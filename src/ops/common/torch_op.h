@@ -119,6 +119,10 @@ struct InFloat32<R(Args...), f> {
     const DeviceOfCall device = check_arguments(std::index_sequence_for<Args...>{}, args...);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     if (schema_of<f>().reduced_on_cuda && device.first && device.first->is_cuda()) return f(args...);
+    return widening(args...);
+  }
+  // f on float32 copies of the reduced-precision arguments, its outputs narrowed back (the rule above).
+  static R widening(Args... args) {
     const std::vector<int>& state_of = schema_of<f>().state_of_output;
     const std::array<std::optional<at::ScalarType>, sizeof...(Args)> dtypes{reduced_dtype(args)...};
     std::optional<at::ScalarType> out_dtype;
@@ -156,6 +160,13 @@ struct InFloat32<R(Args...), f> {
     ((std::get<I>(r) = narrowed(std::get<I>(r), dtype_of_output(I))), ...);
   }
 };
+
+// For an operator defined with Precision::reduced_on_cuda, a CUDA call its kernel does not read as it is (another
+// impl, mixed dtypes, a state): the call as every other operator makes it, f on float32 copies.
+template <auto f, class... A>
+auto in_float32(const A&... args) {
+  return InFloat32<std::remove_pointer_t<decltype(f)>, f>::widening(args...);
+}
 
 }  // namespace reduced_precision
 

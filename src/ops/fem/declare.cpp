@@ -6,6 +6,7 @@
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
+#include "../common/gpu_kernels.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 
@@ -13,7 +14,13 @@ namespace seqmix::ops::native {
 
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                          double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  const Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
+  Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
+  // auto on a GPU takes the fused kernels (once they have passed there) only for inputs they read; else SDPA.
+  using namespace gpu_kernels;
+  if (impl == Impl::automatic && chosen == Impl::fused && !q.device().is_cpu() &&
+      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) && q.size(1) <= k.size(1) &&
+        q.size(0) * q.size(2) <= kMaxPrograms && cap > 0 && cap <= kFemFusedMaxCap))
+    chosen = cap > 0 ? Impl::torch : Impl::naive;
   // The operator takes bfloat16/float16 CUDA tensors as they are (Precision::reduced_on_cuda): the CUDA kernel reads
   // them when all four share that dtype; everything else reads in float32, as every operator does.
   std::optional<at::ScalarType> reduced;  // the first reduced-precision input's dtype, which the outputs take

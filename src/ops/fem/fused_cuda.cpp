@@ -1,181 +1,184 @@
-// The fused FEM softmax read on CUDA tensors: the checks, the bfloat16 operands, the elementwise prologue and
-// epilogue of the backward in ATen (float32), and the kernels of fused_cuda.cu launched on torch's current stream.
-// This file is the CUDA kernel of the kernel operators seqmix::_fem_softmax_forward/_backward (defined with their CPU
-// and Meta kernels in autograd.cpp) and registers itself with the dispatcher at its end; the build compiles it with
-// the .cu files (SEQMIX_CUDA with a CUDA torch), so a build without them has no CUDA kernel for the operators and
-// the op's impl list on CUDA says so (ImplSet, registered_on).
+// The fused FEM softmax read on CUDA tensors: the Triton kernels of fem_softmax_read_triton.py, compiled ahead of
+// time for the build's GPU architectures (scripts/triton_aot.py) and launched on torch's current stream through the
+// CUDA driver (../common/triton_launch.h), with the backward's elementwise prologue in ATen (float32). This file is
+// the CUDA kernel of the kernel operators seqmix::_fem_softmax_forward/_backward (defined with their CPU and Meta
+// kernels in autograd.cpp) and registers itself with the dispatcher at its end; the build compiles it when torch
+// has CUDA (SEQMIX_CUDA). The grids and block sizes are the compiled entries' own (launch_configs() in the Python
+// file); the argument lists are checked against each kernel's signature at every launch.
 #include <ATen/ATen.h>
-#include <torch/library.h>
 #include <c10/core/DeviceGuard.h>
-
-#include <algorithm>
-#include <cstdint>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/library.h>
+
+#include <cstdint>
 
 #include "../common/checks.h"
-#include "fused_cuda.h"
+#include "../common/gpu_kernels.h"
+#include "../common/triton_launch.h"
 #include "fused_kernels.h"
+#include "triton_kernels.h"
 
 namespace seqmix::ops {
 namespace {
 
-constexpr const char* kOp = "fem_softmax_read (impl fused on CUDA)";
+constexpr const char* kOp = "fem_softmax_read (impl fused on CUDA, the Triton kernels)";
+using gpu_kernels::kMaxHeadWidth;
+using gpu_kernels::kMaxPrograms;
 
-void check_cuda_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                     double cap, double scale, const at::Tensor& key_mask) {
+const char* dtype_name(at::ScalarType t) {
+  return t == at::kFloat ? "float32" : t == at::kHalf ? "float16" : "bfloat16";
+}
+const char* element_name(at::ScalarType t) { return t == at::kFloat ? "fp32" : t == at::kHalf ? "fp16" : "bf16"; }
+int64_t head_block(int64_t d) { return d <= 64 ? 64 : 128; }
+void* current_stream(const at::Device& device) {
+  // A CPU tensor reaches here only under triton::DryRun (the launch is recorded, not made).
+  return device.is_cuda() ? c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle() : nullptr;
+}
+
+void check_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
+                double scale, const at::Tensor& key_mask) {
   check_attention_args(kOp, q, k, v);
   check_key_mask(kOp, key_mask, k.size(0), k.size(1));
   check_scale(kOp, scale);
-  TORCH_CHECK(q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf, kOp,
-              ": the kernel reads bfloat16 or float16 tensors (got ", q.scalar_type(),
-              "); impl='torch' or 'naive' read float32 and float64 on a GPU");
-  const int64_t H = q.size(2), dk = q.size(3), dv = v.size(3);
-  TORCH_CHECK(fem_cuda::supports_head_dims(dk, dv), kOp,
-              ": the kernel is compiled for head widths (dk, dv) in (32,32), (64,64), (128,128), (32,64), (64,32), "
-              "(64,128), (128,64) (got dk=", dk, ", dv=", dv, "); impl='torch' reads any");
-  const int64_t needed = std::max(fem_cuda::forward_shared_bytes(dk, dv), fem_cuda::backward_shared_bytes(dk, dv));
-  const int64_t granted = fem_cuda::device_shared_bytes_limit();
-  TORCH_CHECK(needed <= granted, kOp, ": at dk=", dk, ", dv=", dv, " the kernel needs ", needed / 1024,
-              " KiB of shared memory per block and this GPU grants ", granted / 1024, " KiB; impl='torch' reads it");
+  const auto dtype = q.scalar_type();
+  TORCH_CHECK(gpu_kernels::reads_dtype(dtype), kOp,
+              ": the kernels read float32, float16 or bfloat16 (got ", dtype,
+              "); impl='naive' or 'torch' read float64 on a GPU");
+  const int64_t T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
+  for (const auto& [name, width] : {std::pair<const char*, int64_t>{"dk", dk}, {"dv", dv}}) {
+    TORCH_CHECK(gpu_kernels::reads_width(width), kOp, ": the head width ", name,
+                " must be a multiple of 16 from 16 to ", kMaxHeadWidth, " (got ", width, "); impl='torch' reads any");
+  }
+  TORCH_CHECK(T <= S, kOp, ": needs at most as many queries as keys (got T = ", T, ", S = ", S, ")");
+  TORCH_CHECK(q.size(0) * H <= kMaxPrograms, kOp, ": B*H = ", q.size(0) * H, " exceeds the kernels' grid (",
+              kMaxPrograms, "); split the batch");
   TORCH_CHECK(beta.numel() == H * dv, kOp, ": beta must have H*dv = ", H * dv, " entries (got ", beta.numel(), ")");
   check_positive(kOp, "beta", beta);
-  // bfloat16 has float32's exponent range, so the bounds of the float32 CPU kernel hold (README.md).
   TORCH_CHECK(cap > 0 && cap <= kFemShiftSpan, kOp, ": needs a value cap in (0, ", kFemShiftSpan, "] (got ", cap,
               ")");
 }
 
-void* current_stream(const at::Device& device) {
-  return c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle();
-}
+// The inputs as the kernels read them (the Python file's layout conventions): contiguous, one dtype, beta [H*dv];
+// the sequences of the batch rows as cu_q = T * arange(B+1), cu_k = S * arange(B+1); the key mask's bytes and each
+// batch row's first real key (S when it has none), or one-element placeholders the kernels do not read.
+struct ReadInputs {
+  at::Tensor q, k, v, beta, mask, first_real, cu_q, cu_k;
+  int64_t B, T, S, H, dk, dv;
+  bool has_mask;
+};
 
-const uint16_t* bf16_data(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
-
-// t in bfloat16, contiguous and 16-byte aligned (the kernels load 8 elements at once; a view's offset may break it).
-at::Tensor bf16_operand(const at::Tensor& t) {
-  auto out = t.to(at::kBFloat16).contiguous();
-  return reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0 ? out : out.clone();
-}
-
-// The key mask and, per batch row, its first real key (S when it has none), on the device.
-fem_cuda::Visibility visibility(bool causal, const at::Tensor& key_mask, at::Tensor& first_real, int64_t S) {
-  fem_cuda::Visibility vis;
-  vis.causal = causal;
-  if (!key_mask.defined()) return vis;
-  const auto mask_int = key_mask.to(at::kInt);
-  const auto none = at::full({key_mask.size(0)}, S, key_mask.options().dtype(at::kLong));
-  first_real = S == 0 ? none : at::where(key_mask.any(1), mask_int.argmax(1), none).contiguous();
-  vis.key_mask = key_mask.data_ptr<bool>();
-  vis.first_real = first_real.data_ptr<int64_t>();
-  return vis;
-}
-
-FemReadForward cuda_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                             const at::Tensor& beta_in, double cap, bool causal, double scale,
-                                             const at::Tensor& key_mask_in) {
-  check_cuda_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask_in);
-  const c10::DeviceGuard guard(q_in.device());
-  const auto q = bf16_operand(q_in), k = bf16_operand(k_in), v = bf16_operand(v_in);
-  const auto beta = beta_in.to(at::kFloat).contiguous();
-  const auto key_mask = key_mask_in.defined() ? key_mask_in.contiguous() : at::Tensor();
-  const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
-  const auto options = q.options().dtype(at::kFloat);
-  FemReadForward r{at::empty({B, T, H, dv}, options), at::empty({B, T, H, dv}, options), at::empty({B, H, T}, options)};
-  at::Tensor first_real;
-  fem_cuda::ForwardArgs a;
-  a.q = bf16_data(q);
-  a.k = bf16_data(k);
-  a.v = bf16_data(v);
-  a.beta = beta.data_ptr<float>();
-  a.visibility = visibility(causal, key_mask, first_real, S);
-  a.mean = r.mean.data_ptr<float>();
-  a.free_energy = r.free_energy.data_ptr<float>();
-  a.lse = r.lse.data_ptr<float>();
-  a.B = B, a.T = T, a.S = S, a.H = H;
-  a.scale = static_cast<float>(scale);
-  a.cap = static_cast<float>(cap);
-  a.shift_floor = static_cast<float>(cap - kFemShiftSpan);
-  const std::string error = fem_cuda::launch_forward(a, dk, dv, current_stream(q.device()));
-  TORCH_CHECK(error.empty(), kOp, ": the forward kernel did not launch: ", error);
+ReadInputs read_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                       const at::Tensor& key_mask) {
+  ReadInputs r;
+  r.q = q.contiguous(), r.k = k.contiguous(), r.v = v.contiguous();
+  r.beta = beta.to(q.scalar_type()).contiguous().reshape({-1});
+  r.B = q.size(0), r.T = q.size(1), r.S = k.size(1), r.H = q.size(2), r.dk = q.size(3), r.dv = v.size(3);
+  const auto longs = q.options().dtype(at::kLong);
+  r.cu_q = at::arange(r.B + 1, longs) * r.T;
+  r.cu_k = at::arange(r.B + 1, longs) * r.S;
+  r.has_mask = key_mask.defined();
+  if (r.has_mask) {
+    r.mask = key_mask.contiguous().view(at::kChar);
+    const auto none = at::full({r.B}, r.S, longs);
+    r.first_real = (r.S == 0 ? none : at::where(key_mask.any(1), key_mask.to(at::kChar).argmax(1), none))
+                       .to(at::kInt)
+                       .contiguous();
+  } else {
+    r.mask = at::ones({1}, q.options().dtype(at::kChar));
+    r.first_real = at::zeros({1}, q.options().dtype(at::kInt));
+  }
   return r;
 }
 
-std::vector<at::Tensor> cuda_backward(const at::Tensor& d_mean_in, const at::Tensor& d_free_in,
-                                                       const at::Tensor& q_in, const at::Tensor& k_in,
-                                                       const at::Tensor& v_in, const at::Tensor& beta_in,
-                                                       const FemReadForward& saved, double cap, bool causal,
-                                                       double scale, const at::Tensor& key_mask_in) {
-  const c10::DeviceGuard guard(q_in.device());
-  const int64_t B = q_in.size(0), T = q_in.size(1), S = k_in.size(1), H = q_in.size(2), dk = q_in.size(3),
-                dv = v_in.size(3);
-  // The prologue in float32 (README.md, "Backward"): c, u, L = beta F, dL = dF / beta, G = dL exp(cap - L) and
-  // Delta = dmu . mu + sum_j dL_j per row.
-  const auto beta = beta_in.to(at::kFloat).reshape({H, dv});
-  const auto v = v_in.to(at::kFloat), limit = cap / beta;
-  const auto clipped = at::where(v > limit, limit, at::where(v < -limit, -limit, v));
-  const auto exp_cap = at::exp(beta * clipped - cap);
-  const auto mean = saved.mean.to(at::kFloat), free_energy = saved.free_energy.to(at::kFloat);
-  const auto d_mean = d_mean_in.defined() ? d_mean_in.to(at::kFloat) : at::zeros_like(mean);
-  const auto d_free = d_free_in.defined() ? d_free_in.to(at::kFloat) : at::zeros_like(free_energy);
-  const auto log_read = beta * free_energy, d_log = d_free / beta;
-  // cap - L <= 2 cap wherever a row sees a key (|L| <= cap); a row that sees none has P = 0, and the clamp keeps
-  // its G finite.
-  const auto g_exp = d_log * at::exp(at::clamp_max(cap - log_read, 2 * cap));
-  const auto delta = ((d_mean * mean).sum(-1) + d_log.sum(-1)).permute({0, 2, 1}).contiguous();  // [B,H,T]
-  const auto q = bf16_operand(q_in), k = bf16_operand(k_in), c16 = bf16_operand(clipped),
-             e16 = bf16_operand(exp_cap), gm16 = bf16_operand(d_mean), ge16 = bf16_operand(g_exp);
-  const auto lse = saved.lse.to(at::kFloat).contiguous();
-  const auto key_mask = key_mask_in.defined() ? key_mask_in.contiguous() : at::Tensor();
-  const auto options = q.options().dtype(at::kFloat);
-  auto dq = at::zeros({B, T, H, dk}, options), dk_out = at::empty({B, S, H, dk}, options);
-  auto dc = at::empty({B, S, H, dv}, options), du_raw = at::empty({B, S, H, dv}, options);
-  at::Tensor first_real;
-  fem_cuda::BackwardArgs a;
-  a.q = bf16_data(q);
-  a.k = bf16_data(k);
-  a.clipped = bf16_data(c16);
-  a.exp_cap = bf16_data(e16);
-  a.g_mean = bf16_data(gm16);
-  a.g_exp = bf16_data(ge16);
-  a.lse = lse.data_ptr<float>();
-  a.delta = delta.data_ptr<float>();
-  a.visibility = visibility(causal, key_mask, first_real, S);
-  a.dq = dq.data_ptr<float>();
-  a.dk = dk_out.data_ptr<float>();
-  a.dc = dc.data_ptr<float>();
-  a.du_raw = du_raw.data_ptr<float>();
-  a.B = B, a.T = T, a.S = S, a.H = H;
-  a.scale = static_cast<float>(scale);
-  const std::string error = fem_cuda::launch_backward(a, dk, dv, current_stream(q.device()));
-  TORCH_CHECK(error.empty(), kOp, ": the backward kernel did not launch: ", error);
-  // The epilogue: du = exp(u - cap) du_raw, then the clamp and scale in reverse as fused.cpp's
-  // clip_and_scale_backward (an entry on the limit splits its gradient 50/50, as at::minimum/maximum do).
-  const auto du = exp_cap * du_raw;
-  const auto d_clipped = dc + beta * du;
-  const auto share = ((v > limit) | (v < -limit)).to(at::kFloat) + 0.5 * ((v == limit) | (v == -limit)).to(at::kFloat);
-  const auto sign = 2.0 * (v >= limit).to(at::kFloat) - 1.0;
-  const auto d_v = (1.0 - share) * d_clipped;
-  const auto dbeta_terms = clipped * du + share * d_clipped * sign * (-cap / (beta * beta));
-  const std::vector<int64_t> batch_and_time{0, 1};
-  const auto dbeta = dbeta_terms.sum(batch_and_time) - (d_free * free_energy / beta).sum(batch_and_time);
-  return {dq.to(q_in.scalar_type()), dk_out.to(k_in.scalar_type()), d_v.to(v_in.scalar_type()),
-          dbeta.reshape(beta_in.sizes()).to(beta_in.scalar_type())};
+// The compiled entry of `kernel` for these inputs on this GPU (its block sizes are launch_configs()'s).
+const triton::KernelEntry& entry_for(const char* kernel, const ReadInputs& r) {
+  const int arch = triton::arch_for_device(triton::kTritonKernels, r.q.device().index());
+  return triton::find_kernel(triton::kTritonKernels, kernel, dtype_name(r.q.scalar_type()), arch,
+                             {{"BLOCK_DK", head_block(r.dk)},
+                              {"BLOCK_DV", head_block(r.dv)},
+                              {"EXACT", r.q.scalar_type() == at::kFloat}});
 }
+
+// One program per block of `block` rows (queries or keys, `rows` of them) per sequence and head.
+triton::Grid grid_for(const triton::KernelEntry& entry, const char* block, int64_t rows, const ReadInputs& r) {
+  const int64_t size = triton::constexpr_of(entry, block);
+  return {static_cast<unsigned>((rows + size - 1) / size), static_cast<unsigned>(r.B * r.H), 1};
+}
+
+triton::Arg data(const at::Tensor& t, const char* element) { return triton::Arg::pointer(t.data_ptr(), element); }
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
 
-// The kernel operators' CUDA kernels: {mean, free_energy, lse} (float32) and {dq, dk, dv, dbeta}.
-Tensors forward_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                       double cap, bool causal, double scale, const Mask& key_mask) {
-  auto r = cuda_forward(q, k, v, beta, cap, causal, scale, key_mask.has_value() ? *key_mask : at::Tensor());
-  return {r.mean, r.free_energy, r.lse};
+// {mean [B,T,H,dv], free_energy [B,T,H,dv], lse [B,H,T]}, float32.
+Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                       const at::Tensor& beta_in, double cap, bool causal, double scale, const Mask& key_mask_in) {
+  const at::Tensor key_mask = key_mask_in.has_value() ? *key_mask_in : at::Tensor();
+  check_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask);
+  const c10::DeviceGuard guard(q_in.device());
+  const ReadInputs r = read_inputs(q_in, k_in, v_in, beta_in, key_mask);
+  const auto options = r.q.options().dtype(at::kFloat);
+  auto mean = at::empty({r.B, r.T, r.H, r.dv}, options), free_energy = at::empty({r.B, r.T, r.H, r.dv}, options);
+  auto lse = at::empty({r.B, r.T, r.H}, options);  // the kernel's layout; the operator's is [B,H,T]
+  const char* el = element_name(r.q.scalar_type());
+  const auto& entry = entry_for(triton::kFemSoftmaxReadFwdKernel, r);
+  triton::launch(entry, r.q.device().index(), grid_for(entry, "BLOCK_M", r.T, r), current_stream(r.q.device()),
+                 {data(r.q, el), data(r.k, el), data(r.v, el), data(r.beta, el), data(r.mask, "i8"),
+                  data(r.first_real, "i32"), data(r.cu_q, "i64"), data(r.cu_k, "i64"), data(mean, "fp32"),
+                  data(free_energy, "fp32"), data(lse, "fp32"), triton::Arg::i32(r.H), triton::Arg::i32(r.dk),
+                  triton::Arg::i32(r.dv), triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
+                  triton::Arg::i32(r.has_mask)});
+  return {mean, free_energy, lse.permute({0, 2, 1}).contiguous()};
 }
-Tensors backward_kernel(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean,
-                        const at::Tensor& free_energy, const at::Tensor& lse, double cap, bool causal, double scale,
-                        const Mask& key_mask) {
-  return cuda_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
-                       key_mask.has_value() ? *key_mask : at::Tensor());
+
+// {dq, dk, dv, dbeta} in the inputs' dtypes.
+Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in, const at::Tensor& q_in,
+                        const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& beta_in,
+                        const at::Tensor& mean_in, const at::Tensor& free_in, const at::Tensor& lse_in, double cap,
+                        bool causal, double scale, const Mask& key_mask_in) {
+  const at::Tensor key_mask = key_mask_in.has_value() ? *key_mask_in : at::Tensor();
+  check_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask);
+  const c10::DeviceGuard guard(q_in.device());
+  const ReadInputs r = read_inputs(q_in, k_in, v_in, beta_in, key_mask);
+  // The prologue in float32 (README.md, "The Triton kernels"): L = beta F, dL = dF / beta, G = dL exp(cap - L)
+  // (clamped: a row that sees no key has P = 0), Delta = dmu . mu + sum_j dL_j per row.
+  const auto mean = mean_in.to(at::kFloat), free_energy = free_in.to(at::kFloat);
+  const auto d_mean = d_mean_in.defined() ? d_mean_in.to(at::kFloat) : at::zeros_like(mean);
+  const auto d_free = d_free_in.defined() ? d_free_in.to(at::kFloat) : at::zeros_like(free_energy);
+  const auto b = r.beta.to(at::kFloat).reshape({r.H, r.dv});
+  const auto d_log = d_free / b;
+  const auto g = (d_log * at::exp(at::clamp_max(cap - b * free_energy, 2 * cap))).contiguous();
+  const auto delta = (d_mean * mean + d_log).sum(-1).contiguous();  // [B,T,H]
+  const auto d_mean_q = d_mean.to(r.q.scalar_type()).contiguous();
+  const auto lse = lse_in.to(at::kFloat).permute({0, 2, 1}).contiguous();  // [B,T,H], the kernels' layout
+  const auto options = r.q.options().dtype(at::kFloat);
+  auto dq = at::empty({r.B, r.T, r.H, r.dk}, options), dk = at::empty({r.B, r.S, r.H, r.dk}, options);
+  auto dv = at::empty({r.B, r.S, r.H, r.dv}, options), dbeta_terms = at::empty({r.B, r.S, r.H, r.dv}, options);
+  const char* el = element_name(r.q.scalar_type());
+  const int device = r.q.device().index();
+  void* stream = current_stream(r.q.device());
+  // Both kernels take the inputs, their outputs, then the sizes and flags.
+  auto args = [&](std::initializer_list<triton::Arg> outputs) {
+    std::vector<triton::Arg> a{data(r.q, el),       data(r.k, el),   data(r.v, el),   data(r.beta, el),
+                               data(r.mask, "i8"),  data(r.first_real, "i32"),        data(r.cu_q, "i64"),
+                               data(r.cu_k, "i64"), data(d_mean_q, el), data(g, "fp32"), data(lse, "fp32"),
+                               data(delta, "fp32")};
+    a.insert(a.end(), outputs);
+    a.insert(a.end(), {triton::Arg::i32(r.H), triton::Arg::i32(r.dk), triton::Arg::i32(r.dv),
+                       triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
+                       triton::Arg::i32(r.has_mask)});
+    return a;
+  };
+  const auto& dkdv = entry_for(triton::kFemSoftmaxReadBwdDkdvKernel, r);
+  const auto dkdv_args = args({data(dk, "fp32"), data(dv, "fp32"), data(dbeta_terms, "fp32")});
+  triton::launch(dkdv, device, grid_for(dkdv, "BLOCK_N", r.S, r), stream, dkdv_args.data(), dkdv_args.size());
+  const auto& dq_entry = entry_for(triton::kFemSoftmaxReadBwdDqKernel, r);
+  const auto dq_args = args({data(dq, "fp32")});
+  triton::launch(dq_entry, device, grid_for(dq_entry, "BLOCK_M", r.T, r), stream, dq_args.data(), dq_args.size());
+  const std::vector<int64_t> batch_and_time{0, 1};
+  const auto dbeta = dbeta_terms.sum(batch_and_time) - (d_free * free_energy / b).sum(batch_and_time);
+  return {dq.to(q_in.scalar_type()), dk.to(k_in.scalar_type()), dv.to(v_in.scalar_type()),
+          dbeta.reshape(beta_in.sizes()).to(beta_in.scalar_type())};
 }
 
 }  // namespace

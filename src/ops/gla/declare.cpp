@@ -2,6 +2,7 @@
 // key feature (fused scan or naive; packed sequences), its decode step, and the FEM read through it. LRNN-decay is
 // benchmarked here too: it is this op with unit features.
 #include "../common/bench_inputs.h"
+#include "../common/gpu_kernels.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
@@ -12,7 +13,15 @@ namespace seqmix::ops::native {
 
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens) {
-  const Impl chosen = check_impl(impl, kGlaImpls, "gla", q.device());
+  Impl chosen = check_impl(impl, kGlaImpls, "gla", q.device());
+  // auto on a GPU takes the fused kernels (once they have passed there) only for inputs they read; else the chunked
+  // form.
+  using namespace gpu_kernels;
+  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
+  if (impl == Impl::automatic && chosen == Impl::fused && !q.device().is_cpu() &&
+      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
+        sequences * q.size(2) <= kMaxPrograms))
+    chosen = Impl::chunked;
   const auto r = causal_outputs(true, {k, v, log_decay}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
     const PriorRead read = chosen == Impl::fused     ? gla_fused(qw, kw, vw, decay, w.cu_seqlens)
@@ -37,6 +46,19 @@ ReadAndState gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
                     c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
                     const c10::optional<at::Tensor>& k_sum, bool output_final_state,
                     const c10::optional<at::Tensor>& cu_seqlens) {
+  // Precision::reduced_on_cuda: the GPU kernels (impl=fused on CUDA) read bfloat16/float16 as it is when q, k, v and
+  // log_decay share that dtype and no state comes in or out; every other call reads in float32.
+  using reduced_precision::is_reduced;
+  if (q.is_cuda() && (is_reduced(q) || is_reduced(k) || is_reduced(v) || is_reduced(log_decay) ||
+                      reduced_precision::reduced_dtype(kv) || reduced_precision::reduced_dtype(k_sum))) {
+    const bool as_given = check_impl(impl_of(impl), kGlaImpls, "gla", q.device()) == Impl::fused && is_reduced(q) &&
+                          k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                          log_decay.scalar_type() == q.scalar_type() && !kv && !k_sum && !output_final_state;
+    if (!as_given) {
+      return reduced_precision::in_float32<&gla_op>(q, k, v, log_decay, impl, scale, kv, k_sum, output_final_state,
+                                                    cu_seqlens);
+    }
+  }
   const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
   const ReadWithState r = continue_packed_scan(native::gla(qs, k, v, log_decay, impl_of(impl), offsets), qs, k, v, log_decay,
                                                {or_undefined(kv), or_undefined(k_sum)}, output_final_state, offsets);
@@ -170,7 +192,8 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 q_t S_t, normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a <= 0 per head [B,T,H] (chunked scan
 when fused) or per key feature [B,T,H,dk] (the GLA paper's gates; recurrent scan when fused). scale,
 initial_state (kv, k_sum) and output_final_state as in linear_attention. cu_seqlens (int64 [N+1]) packs N
-sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...]).)doc");
+sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...]).)doc",
+      Precision::reduced_on_cuda);
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
       R"doc(One GLA step: q_t, k_t [B,H,dk], v_t [B,H,dv], log_decay_t [B,H] -> (numerator, normaliser, state).)doc");

@@ -1,6 +1,7 @@
 // The linear_attention family in the op table and in torch.ops.seqmix: normalised linear attention (fused
 // chunked scan or naive), its decode step and state, and the FEM read through it.
 #include "../common/bench_inputs.h"
+#include "../common/gpu_kernels.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
@@ -11,7 +12,15 @@ namespace seqmix::ops::native {
 
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens) {
-  const Impl chosen = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device());
+  Impl chosen = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device());
+  // auto on a GPU takes the fused kernels of the causal scan (once they have passed there) only for inputs they
+  // read; else the chunked form.
+  using namespace gpu_kernels;
+  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
+  if (impl == Impl::automatic && chosen == Impl::fused && causal && !q.device().is_cpu() &&
+      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
+        sequences * q.size(2) <= kMaxPrograms))
+    chosen = Impl::chunked;
   const auto r = causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
     const PriorRead read = chosen == Impl::fused     ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
@@ -36,6 +45,21 @@ ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const
                                  c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
                                  const c10::optional<at::Tensor>& k_sum, bool output_final_state,
                                  const c10::optional<at::Tensor>& cu_seqlens) {
+  // Precision::reduced_on_cuda: the GPU kernels (impl=fused, causal, on CUDA) read bfloat16/float16 as it is when
+  // q, k and v share that dtype and no state comes in or out; every other call reads in float32.
+  using reduced_precision::is_reduced;
+  if (q.is_cuda() && (is_reduced(q) || is_reduced(k) || is_reduced(v) || reduced_precision::reduced_dtype(kv) ||
+                      reduced_precision::reduced_dtype(k_sum))) {
+    const bool as_given = causal &&
+                          check_impl(impl_of(impl), kLinearAttentionImpls, "linear_attention", q.device()) ==
+                              Impl::fused &&
+                          is_reduced(q) && k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                          !kv && !k_sum && !output_final_state;
+    if (!as_given) {
+      return reduced_precision::in_float32<&linear_attention_op>(q, k, v, causal, impl, scale, kv, k_sum,
+                                                                 output_final_state, cu_seqlens);
+    }
+  }
   const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
   const LinearAttentionState initial{or_undefined(kv), or_undefined(k_sum)};
   TORCH_CHECK(causal || (!initial.kv.defined() && !initial.k_sum.defined() && !output_final_state),
@@ -138,7 +162,8 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 As flash-linear-attention: scale multiplies q (default: none); initial_state (kv [B,H,dk,dv], k_sum [B,H,dk])
 continues the scan from earlier positions (causal); output_final_state=True also returns the state after the
 last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state. cu_seqlens
-(int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...]).)doc");
+(int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...]).)doc",
+      Precision::reduced_on_cuda);
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
                                           "Tensor k_sum)",

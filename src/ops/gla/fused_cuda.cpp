@@ -1,0 +1,174 @@
+// The fused GLA scan on CUDA tensors (and linear attention's, which is this scan with a zero log decay): the Triton
+// kernels of gla_triton.py, compiled ahead of time for the build's GPU architectures (scripts/triton_aot.py) and
+// launched on torch's current stream through the CUDA driver (../common/triton_launch.h). This file is the CUDA
+// kernel of the kernel operators seqmix::_gla_forward/_gla_backward (defined with their CPU and Meta kernels in
+// autograd.cpp) and registers itself with the dispatcher at its end; the build compiles it when torch has CUDA
+// (SEQMIX_CUDA). The chunk length and value blocks are the compiled entries' own (launch_configs() in the Python
+// file); the argument lists are checked against each kernel's signature at every launch.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/library.h>
+
+#include <cstdint>
+
+#include "../common/checks.h"
+#include "../common/gpu_kernels.h"
+#include "../common/packing.h"
+#include "../common/triton_launch.h"
+#include "fused_kernels.h"
+#include "triton_kernels.h"
+
+namespace seqmix::ops {
+namespace {
+
+constexpr const char* kOp = "gla (impl fused on CUDA, the Triton kernels)";
+using gpu_kernels::kMaxHeadWidth;
+using gpu_kernels::kMaxPrograms;
+
+const char* dtype_name(at::ScalarType t) {
+  return t == at::kFloat ? "float32" : t == at::kHalf ? "float16" : "bfloat16";
+}
+const char* element_name(at::ScalarType t) { return t == at::kFloat ? "fp32" : t == at::kHalf ? "fp16" : "bf16"; }
+void* current_stream(const at::Device& device) {
+  // A CPU tensor reaches here only under triton::DryRun (the launch is recorded, not made).
+  return device.is_cuda() ? c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle() : nullptr;
+}
+triton::Arg data(const at::Tensor& t, const char* element) { return triton::Arg::pointer(t.data_ptr(), element); }
+
+void check_scan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                const at::Tensor& cu_seqlens) {
+  TORCH_CHECK(log_decay.defined(), kOp, ": log_decay is required ([B,T,H] or [B,T,H,dk])");
+  check_linear_scan_args(kOp, q, k, v, log_decay);
+  check_cu_seqlens(kOp, cu_seqlens, q.size(0), q.size(1));
+  const auto dtype = q.scalar_type();
+  TORCH_CHECK(gpu_kernels::reads_dtype(dtype), kOp,
+              ": the kernels read float32, float16 or bfloat16 (got ", dtype,
+              "); impl='chunked' or 'naive' read float64 on a GPU");
+  for (const auto& [name, width] : {std::pair<const char*, int64_t>{"dk", q.size(3)}, {"dv", v.size(3)}}) {
+    TORCH_CHECK(gpu_kernels::reads_width(width), kOp, ": the head width ", name,
+                " must be a multiple of 16 from 16 to ", kMaxHeadWidth, " (got ", width,
+                "); impl='chunked' reads any");
+  }
+  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
+  TORCH_CHECK(sequences * q.size(2) <= kMaxPrograms, kOp, ": sequences * H = ", sequences * q.size(2),
+              " exceeds the kernels' grid (", kMaxPrograms, "); split the batch");
+}
+
+// The inputs as the kernels read them (the Python file's layout conventions): contiguous, one dtype; the sequences
+// as cu (int64 [N+1]: cu_seqlens, or T * arange(B+1)).
+struct ScanInputs {
+  at::Tensor q, k, v, g, cu;
+  int64_t B, T, H, dk, dv, sequences;
+  bool per_key;
+  int arch;
+};
+
+ScanInputs scan_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                       const at::Tensor& cu_seqlens) {
+  ScanInputs s;
+  s.q = q.contiguous(), s.k = k.contiguous(), s.v = v.contiguous();
+  s.g = log_decay.to(q.scalar_type()).contiguous();
+  s.B = q.size(0), s.T = q.size(1), s.H = q.size(2), s.dk = q.size(3), s.dv = v.size(3);
+  s.cu = cu_seqlens.defined() ? cu_seqlens.contiguous()
+                              : at::arange(s.B + 1, q.options().dtype(at::kLong)) * s.T;
+  s.sequences = s.cu.numel() - 1;
+  s.per_key = log_decay.dim() == 4;
+  s.arch = triton::arch_for_device(triton::kTritonKernels, q.device().index());
+  return s;
+}
+
+const triton::KernelEntry& scan_entry(const char* kernel, const ScanInputs& s) {
+  return triton::find_kernel(triton::kTritonKernels, kernel, dtype_name(s.q.scalar_type()), s.arch,
+                             {{"BK", s.dk <= 64 ? 64 : 128},
+                              {"PER_KEY", s.per_key},
+                              {"EXACT", s.q.scalar_type() == at::kFloat}});
+}
+
+// One program per block of BV value columns per sequence and head.
+triton::Grid value_grid(const triton::KernelEntry& entry, const ScanInputs& s) {
+  const int64_t bv = triton::constexpr_of(entry, "BV");
+  return {static_cast<unsigned>((s.dv + bv - 1) / bv), static_cast<unsigned>(s.sequences * s.H), 1};
+}
+
+using Tensors = std::vector<at::Tensor>;
+using Offsets = c10::optional<at::Tensor>;
+
+// {numerator [B,T,H,dv], normaliser [B,T,H], states}. The backward recomputes the chunk states from q, k, v and the
+// decay (README.md, "The Triton kernels"), so none are kept: states is a zero-stride view of zeros with the shape
+// the Meta kernel gives ([B,H,chunks,dk,dv+1]), which costs no memory.
+Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                       const at::Tensor& log_decay, const Offsets& cu_seqlens_in) {
+  const at::Tensor cu_seqlens = cu_seqlens_in.has_value() ? *cu_seqlens_in : at::Tensor();
+  check_scan(q_in, k_in, v_in, log_decay, cu_seqlens);
+  const c10::DeviceGuard guard(q_in.device());
+  const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
+  const auto floats = s.q.options().dtype(at::kFloat);
+  auto num = at::empty({s.B, s.T, s.H, s.dv}, floats), den = at::empty({s.B, s.T, s.H}, floats);
+  auto ht = at::empty({s.sequences, s.H, s.dk, s.dv}, floats), zt = at::empty({s.sequences, s.H, s.dk}, floats);
+  const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
+  const char* el = element_name(s.q.scalar_type());
+  const auto& entry = scan_entry(triton::kChunkGlaFwdKernel, s);
+  triton::launch(entry, s.q.device().index(), value_grid(entry, s), current_stream(s.q.device()),
+                 {data(s.q, el), data(s.k, el), data(s.v, el), data(s.g, el), data(none, "fp32"), data(none, "fp32"),
+                  data(num, "fp32"), data(den, "fp32"), data(ht, "fp32"), data(zt, "fp32"), data(s.cu, "i64"),
+                  triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv), triton::Arg::f32(1.0f),
+                  triton::Arg::i32(1), triton::Arg::i32(0), triton::Arg::i32(0)});
+  const auto chunks = chunk_capacity(s.T, cu_seqlens.defined() ? s.sequences : int64_t{0}, gla_kernel::kChunk);
+  const auto states = at::zeros({1}, q_in.options()).expand({s.B, s.H, chunks, s.dk, s.dv + 1});
+  return {num.to(q_in.scalar_type()), den.to(q_in.scalar_type()), states};
+}
+
+// {dq, dk, dv, dlog_decay} in the inputs' dtypes.
+Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& q_in,
+                        const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& log_decay,
+                        const at::Tensor& /*states: none kept*/, const Offsets& cu_seqlens_in) {
+  const at::Tensor cu_seqlens = cu_seqlens_in.has_value() ? *cu_seqlens_in : at::Tensor();
+  check_scan(q_in, k_in, v_in, log_decay, cu_seqlens);
+  const c10::DeviceGuard guard(q_in.device());
+  const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
+  const auto dtype = s.q.scalar_type();
+  const auto floats = s.q.options().dtype(at::kFloat);
+  const auto d_num = (grad_numerator.defined() ? grad_numerator.to(dtype)
+                                               : at::zeros({s.B, s.T, s.H, s.dv}, s.q.options()))
+                         .contiguous();
+  const auto d_den =
+      (grad_normaliser.defined() ? grad_normaliser.to(dtype) : at::zeros({s.B, s.T, s.H}, s.q.options())).contiguous();
+  const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
+  const auto dht = at::zeros({s.sequences, s.H, s.dk, s.dv}, floats), dzt = at::zeros({s.sequences, s.H, s.dk}, floats);
+  const char* el = element_name(dtype);
+  const int device = s.q.device().index();
+  void* stream = current_stream(s.q.device());
+  const auto& entry = scan_entry(triton::kChunkGlaBwdKernel, s);
+  const triton::Grid grid = value_grid(entry, s);
+  // Each value block's programs add their share of dq, dk and the final decay gradient: one slice each, summed.
+  const int64_t blocks = grid.x;
+  auto dq = at::empty({blocks, s.B, s.T, s.H, s.dk}, floats), dk = at::empty({blocks, s.B, s.T, s.H, s.dk}, floats);
+  auto dv = at::empty({s.B, s.T, s.H, s.dv}, floats);
+  auto dh0 = at::empty({s.sequences, s.H, s.dk, s.dv}, floats), dz0 = at::empty({s.sequences, s.H, s.dk}, floats);
+  auto dg_final = at::empty({blocks, s.sequences, s.H, s.dk}, floats);
+  triton::launch(entry, device, grid, stream,
+                 {data(s.q, el), data(s.k, el), data(s.v, el), data(s.g, el), data(none, "fp32"), data(none, "fp32"),
+                  data(d_num, el), data(d_den, el), data(dht, "fp32"), data(dzt, "fp32"), data(dq, "fp32"),
+                  data(dk, "fp32"), data(dv, "fp32"), data(dh0, "fp32"), data(dz0, "fp32"), data(dg_final, "fp32"),
+                  data(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv),
+                  triton::Arg::i32(s.B * s.T), triton::Arg::f32(1.0f), triton::Arg::i32(1), triton::Arg::i32(0),
+                  triton::Arg::i32(0)});
+  const auto dq_sum = dq.sum(0), dk_sum = dk.sum(0), dg_final_sum = dg_final.sum(0);
+  auto dg = at::empty(s.g.sizes(), floats);
+  const auto& decay = triton::find_kernel(triton::kTritonKernels, triton::kChunkGlaBwdDecayKernel, dtype_name(dtype),
+                                          s.arch, {{"BK", s.dk <= 64 ? 64 : 128}, {"PER_KEY", s.per_key}});
+  triton::launch(decay, device, {static_cast<unsigned>(s.sequences * s.H), 1, 1}, stream,
+                 {data(s.q, el), data(s.k, el), data(dq_sum, "fp32"), data(dk_sum, "fp32"), data(dg_final_sum, "fp32"),
+                  data(dg, "fp32"), data(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk)});
+  return {dq_sum.to(q_in.scalar_type()), dk_sum.to(k_in.scalar_type()), dv.to(v_in.scalar_type()),
+          dg.to(log_decay.scalar_type())};
+}
+
+}  // namespace
+}  // namespace seqmix::ops
+
+TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
+  m.impl("_gla_forward", TORCH_FN(seqmix::ops::forward_kernel));
+  m.impl("_gla_backward", TORCH_FN(seqmix::ops::backward_kernel));
+}
