@@ -253,7 +253,35 @@ TEST(TritonDispatch, WhatTheKernelsDoNotReadIsAClearError) {
   EXPECT_NE(error_of([&] { gla.redispatch(kCudaKernel, many, many, many, -torch::rand({2, 1, 40000}), {}); })
                 .find("sequences * H = 80000 exceeds the kernels' grid (65535)"),
             std::string::npos);
+  EXPECT_NE(error_of([&] { fem.redispatch(kCudaKernel, q, q, q, torch::ones({16}, c10::kMeta), 20.0, true, 1.0, {}); })
+                .find("beta must be on q's device cpu (got meta)"),
+            std::string::npos);
   EXPECT_TRUE(dry.launches().empty());
+}
+
+// The cubins read 16-byte aligned pointers: a view at an odd offset reaches them as an aligned copy (and the
+// launcher refuses a misaligned pointer in one line).
+TEST(TritonDispatch, AViewAtAnOddOffsetReachesTheKernelsAligned) {
+  SKIP_WITHOUT_GPU_KERNELS();
+  triton::DryRun dry(90);
+  const auto flat = torch::randn({1 + 2 * 8 * 2 * 32});
+  const auto q = flat.narrow(0, 1, 2 * 8 * 2 * 32).view({2, 8, 2, 32});  // contiguous, 4 bytes past alignment
+  ASSERT_NE(reinterpret_cast<uintptr_t>(q.data_ptr()) % 16, 0u);
+  kernel_operator<GlaForward>("seqmix::_gla_forward").redispatch(kCudaKernel, q, q, q, -torch::rand({2, 8, 2}), {});
+  kernel_operator<FemForward>("seqmix::_fem_softmax_forward")
+      .redispatch(kCudaKernel, q, q, q, torch::ones({64}), 20.0, true, 0.25, {});
+  EXPECT_EQ(dry.launches().size(), 2u);
+  const auto& entry = *dry.launches()[0].entry;
+  std::vector<triton::Arg> args;
+  for (int i = 0; i < entry.num_args; ++i) {
+    if (entry.args[i].scratch) continue;
+    const std::string type = entry.args[i].type;
+    args.push_back(type == "i32" ? triton::Arg::i32(1)
+                   : type == "fp32" ? triton::Arg::f32(1)
+                                    : triton::Arg::pointer(q.data_ptr(), entry.args[i].type + 1));  // "*fp32"
+  }
+  const std::string error = error_of([&] { triton::launch(entry, 0, {1, 1, 1}, nullptr, args.data(), args.size()); });
+  EXPECT_NE(error.find("is not 16-byte aligned"), std::string::npos) << error;
 }
 
 // Registered for CUDA, but not yet passed on a GPU: auto keeps the ATen forms there, impl=fused asks for the kernels.

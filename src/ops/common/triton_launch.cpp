@@ -257,6 +257,14 @@ Arg Arg::f64(double value) {
 
 int arch_for_device(const KernelTable& table, int device) {
   if (dry_run != nullptr) return dry_run->arch();
+  // Asked at every launch: the driver is asked once per table and device.
+  static std::mutex mutex;
+  static std::map<std::pair<const KernelEntry*, int>, int> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto found = known.find({table.entries, device});
+    if (found != known.end()) return found->second;
+  }
   const DeviceFacts facts = device_facts(device);
   int best = -1;
   std::vector<std::string> compiled;
@@ -273,6 +281,8 @@ int arch_for_device(const KernelTable& table, int device) {
          "which runs on the GPU " + facts.name + " (CUDA device " + std::to_string(device) + ", sm_" +
          std::to_string(facts.capability) + ")");
   }
+  std::lock_guard<std::mutex> lock(mutex);
+  known[{table.entries, device}] = best;
   return best;
 }
 
@@ -346,6 +356,15 @@ void check_args(const KernelEntry& entry, const Arg* args, std::size_t num_args)
 
 void launch(const KernelEntry& entry, int device, Grid grid, void* stream, const Arg* args, std::size_t num_args) {
   check_args(entry, args, num_args);
+  // The cubins are compiled for 16-byte aligned pointers (scripts/triton_aot.py's specialisation).
+  for (std::size_t i = 0; i < num_args; ++i) {
+    if (args[i].ctype() != CType::kPointer) continue;
+    const auto address = *static_cast<const std::uint64_t*>(args[i].storage());
+    if (address % 16 != 0) {
+      fail("argument " + std::to_string(i + 1) + " of " + describe(entry) + " is not 16-byte aligned (the compiled "
+           "kernels read aligned pointers; pass a contiguous copy)");
+    }
+  }
   if (entry.num_ctas != 1) fail(describe(entry) + " has " + std::to_string(entry.num_ctas) + " CTAs per program; "
                                 "the launcher launches single-CTA kernels");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;

@@ -50,6 +50,12 @@ void check_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
                 " must be a multiple of 16 from 16 to ", kMaxHeadWidth, " (got ", width, "); impl='torch' reads any");
   }
   TORCH_CHECK(T <= S, kOp, ": needs at most as many queries as keys (got T = ", T, ", S = ", S, ")");
+  TORCH_CHECK(q.size(0) * S <= gpu_kernels::kMaxRows, kOp, ": B*S = ", q.size(0) * S,
+              " positions exceed the kernels' int32 rows; split the batch");
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"beta", &beta}, {"key_mask", &key_mask}}) {
+    TORCH_CHECK(!t->defined() || t->device() == q.device(), kOp, ": ", name, " must be on q's device ", q.device(),
+                " (got ", t->device(), ")");
+  }
   TORCH_CHECK(q.size(0) * H <= kMaxPrograms, kOp, ": B*H = ", q.size(0) * H, " exceeds the kernels' grid (",
               kMaxPrograms, "); split the batch");
   TORCH_CHECK(beta.numel() == H * dv, kOp, ": beta must have H*dv = ", H * dv, " entries (got ", beta.numel(), ")");
@@ -70,8 +76,9 @@ struct ReadInputs {
 ReadInputs read_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                        const at::Tensor& key_mask) {
   ReadInputs r;
-  r.q = q.contiguous(), r.k = k.contiguous(), r.v = v.contiguous();
-  r.beta = beta.to(q.scalar_type()).contiguous().reshape({-1});
+  using gpu_kernels::kernel_operand;
+  r.q = kernel_operand(q), r.k = kernel_operand(k), r.v = kernel_operand(v);
+  r.beta = kernel_operand(beta.to(q.scalar_type()).reshape({-1}));
   r.B = q.size(0), r.T = q.size(1), r.S = k.size(1), r.H = q.size(2), r.dk = q.size(3), r.dv = v.size(3);
   const auto longs = q.options().dtype(at::kLong);
   r.cu_q = at::arange(r.B + 1, longs) * r.T;
@@ -149,7 +156,7 @@ Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in
   const auto d_log = d_free / b;
   const auto g = (d_log * at::exp(at::clamp_max(cap - b * free_energy, 2 * cap))).contiguous();
   const auto delta = (d_mean * mean + d_log).sum(-1).contiguous();  // [B,T,H]
-  const auto d_mean_q = d_mean.to(r.q.scalar_type()).contiguous();
+  const auto d_mean_q = gpu_kernels::kernel_operand(d_mean.to(r.q.scalar_type()));
   const auto lse = lse_in.to(at::kFloat).permute({0, 2, 1}).contiguous();  // [B,T,H], the kernels' layout
   const auto options = r.q.options().dtype(at::kFloat);
   auto dq = at::empty({r.B, r.T, r.H, r.dk}, options), dk = at::empty({r.B, r.S, r.H, r.dk}, options);

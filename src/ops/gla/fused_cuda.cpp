@@ -50,6 +50,13 @@ void check_scan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
                 " must be a multiple of 16 from 16 to ", kMaxHeadWidth, " (got ", width,
                 "); impl='chunked' reads any");
   }
+  for (const auto& [name, t] :
+       {std::pair<const char*, const at::Tensor*>{"log_decay", &log_decay}, {"cu_seqlens", &cu_seqlens}}) {
+    TORCH_CHECK(!t->defined() || t->device() == q.device(), kOp, ": ", name, " must be on q's device ", q.device(),
+                " (got ", t->device(), ")");
+  }
+  TORCH_CHECK(q.size(0) * q.size(1) <= gpu_kernels::kMaxRows, kOp, ": B*T = ", q.size(0) * q.size(1),
+              " positions exceed the kernels' int32 rows; split the batch");
   const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
   TORCH_CHECK(sequences * q.size(2) <= kMaxPrograms, kOp, ": sequences * H = ", sequences * q.size(2),
               " exceeds the kernels' grid (", kMaxPrograms, "); split the batch");
@@ -67,8 +74,9 @@ struct ScanInputs {
 ScanInputs scan_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                        const at::Tensor& cu_seqlens) {
   ScanInputs s;
-  s.q = q.contiguous(), s.k = k.contiguous(), s.v = v.contiguous();
-  s.g = log_decay.to(q.scalar_type()).contiguous();
+  using gpu_kernels::kernel_operand;
+  s.q = kernel_operand(q), s.k = kernel_operand(k), s.v = kernel_operand(v);
+  s.g = kernel_operand(log_decay.to(q.scalar_type()));
   s.B = q.size(0), s.T = q.size(1), s.H = q.size(2), s.dk = q.size(3), s.dv = v.size(3);
   s.cu = cu_seqlens.defined() ? cu_seqlens.contiguous()
                               : at::arange(s.B + 1, q.options().dtype(at::kLong)) * s.T;
@@ -105,6 +113,7 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
   const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
   const auto floats = s.q.options().dtype(at::kFloat);
   auto num = at::empty({s.B, s.T, s.H, s.dv}, floats), den = at::empty({s.B, s.T, s.H}, floats);
+  // The final state, written (store_final = 1) as the Python Function's launch writes it, and not returned.
   auto ht = at::empty({s.sequences, s.H, s.dk, s.dv}, floats), zt = at::empty({s.sequences, s.H, s.dk}, floats);
   const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
   const char* el = element_name(s.q.scalar_type());
@@ -113,7 +122,7 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
                  {data(s.q, el), data(s.k, el), data(s.v, el), data(s.g, el), data(none, "fp32"), data(none, "fp32"),
                   data(num, "fp32"), data(den, "fp32"), data(ht, "fp32"), data(zt, "fp32"), data(s.cu, "i64"),
                   triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv), triton::Arg::f32(1.0f),
-                  triton::Arg::i32(1), triton::Arg::i32(0), triton::Arg::i32(0)});
+                  triton::Arg::i32(1), triton::Arg::i32(0), triton::Arg::i32(1)});
   const auto chunks = chunk_capacity(s.T, cu_seqlens.defined() ? s.sequences : int64_t{0}, gla_kernel::kChunk);
   const auto states = at::zeros({1}, q_in.options()).expand({s.B, s.H, chunks, s.dk, s.dv + 1});
   return {num.to(q_in.scalar_type()), den.to(q_in.scalar_type()), states};
@@ -129,11 +138,10 @@ Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad
   const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
   const auto dtype = s.q.scalar_type();
   const auto floats = s.q.options().dtype(at::kFloat);
-  const auto d_num = (grad_numerator.defined() ? grad_numerator.to(dtype)
-                                               : at::zeros({s.B, s.T, s.H, s.dv}, s.q.options()))
-                         .contiguous();
-  const auto d_den =
-      (grad_normaliser.defined() ? grad_normaliser.to(dtype) : at::zeros({s.B, s.T, s.H}, s.q.options())).contiguous();
+  const auto d_num = gpu_kernels::kernel_operand(
+      grad_numerator.defined() ? grad_numerator.to(dtype) : at::zeros({s.B, s.T, s.H, s.dv}, s.q.options()));
+  const auto d_den = gpu_kernels::kernel_operand(
+      grad_normaliser.defined() ? grad_normaliser.to(dtype) : at::zeros({s.B, s.T, s.H}, s.q.options()));
   const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
   const auto dht = at::zeros({s.sequences, s.H, s.dk, s.dv}, floats), dzt = at::zeros({s.sequences, s.H, s.dk}, floats);
   const char* el = element_name(dtype);
