@@ -22,18 +22,12 @@ namespace seqmix::ops {
 namespace {
 
 constexpr const char* kOp = "fem_softmax_read (impl fused on CUDA, the Triton kernels)";
+using gpu_kernels::current_stream;
+using gpu_kernels::arg;
 using gpu_kernels::kMaxHeadWidth;
 using gpu_kernels::kMaxPrograms;
 
-const char* dtype_name(at::ScalarType t) {
-  return t == at::kFloat ? "float32" : t == at::kHalf ? "float16" : "bfloat16";
-}
-const char* element_name(at::ScalarType t) { return t == at::kFloat ? "fp32" : t == at::kHalf ? "fp16" : "bf16"; }
 int64_t head_block(int64_t d) { return d <= 64 ? 64 : 128; }
-void* current_stream(const at::Device& device) {
-  // A CPU tensor reaches here only under triton::DryRun (the launch is recorded, not made).
-  return device.is_cuda() ? c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle() : nullptr;
-}
 
 void check_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
                 double scale, const at::Tensor& key_mask) {
@@ -100,7 +94,7 @@ ReadInputs read_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 // The compiled entry of `kernel` for these inputs on this GPU (its block sizes are launch_configs()'s).
 const triton::KernelEntry& entry_for(const char* kernel, const ReadInputs& r) {
   const int arch = triton::arch_for_device(triton::kTritonKernels, r.q.device().index());
-  return triton::find_kernel(triton::kTritonKernels, kernel, dtype_name(r.q.scalar_type()), arch,
+  return triton::find_kernel(triton::kTritonKernels, kernel, gpu_kernels::entry_dtype(r.q.scalar_type()), arch,
                              {{"BLOCK_DK", head_block(r.dk)},
                               {"BLOCK_DV", head_block(r.dv)},
                               {"EXACT", r.q.scalar_type() == at::kFloat}});
@@ -111,8 +105,6 @@ triton::Grid grid_for(const triton::KernelEntry& entry, const char* block, int64
   const int64_t size = triton::constexpr_of(entry, block);
   return {static_cast<unsigned>((rows + size - 1) / size), static_cast<unsigned>(r.B * r.H), 1};
 }
-
-triton::Arg data(const at::Tensor& t, const char* element) { return triton::Arg::pointer(t.data_ptr(), element); }
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
@@ -127,12 +119,12 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
   const auto options = r.q.options().dtype(at::kFloat);
   auto mean = at::empty({r.B, r.T, r.H, r.dv}, options), free_energy = at::empty({r.B, r.T, r.H, r.dv}, options);
   auto lse = at::empty({r.B, r.T, r.H}, options);  // the kernel's layout; the operator's is [B,H,T]
-  const char* el = element_name(r.q.scalar_type());
+  const char* el = gpu_kernels::element(r.q.scalar_type());
   const auto& entry = entry_for(triton::kFemSoftmaxReadFwdKernel, r);
   triton::launch(entry, r.q.device().index(), grid_for(entry, "BLOCK_M", r.T, r), current_stream(r.q.device()),
-                 {data(r.q, el), data(r.k, el), data(r.v, el), data(r.beta, el), data(r.mask, "i8"),
-                  data(r.first_real, "i32"), data(r.cu_q, "i64"), data(r.cu_k, "i64"), data(mean, "fp32"),
-                  data(free_energy, "fp32"), data(lse, "fp32"), triton::Arg::i32(r.H), triton::Arg::i32(r.dk),
+                 {arg(r.q, el), arg(r.k, el), arg(r.v, el), arg(r.beta, el), arg(r.mask, "i8"),
+                  arg(r.first_real, "i32"), arg(r.cu_q, "i64"), arg(r.cu_k, "i64"), arg(mean, "fp32"),
+                  arg(free_energy, "fp32"), arg(lse, "fp32"), triton::Arg::i32(r.H), triton::Arg::i32(r.dk),
                   triton::Arg::i32(r.dv), triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
                   triton::Arg::i32(r.has_mask)});
   return {mean, free_energy, lse.permute({0, 2, 1}).contiguous()};
@@ -161,15 +153,14 @@ Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in
   const auto options = r.q.options().dtype(at::kFloat);
   auto dq = at::empty({r.B, r.T, r.H, r.dk}, options), dk = at::empty({r.B, r.S, r.H, r.dk}, options);
   auto dv = at::empty({r.B, r.S, r.H, r.dv}, options), dbeta_terms = at::empty({r.B, r.S, r.H, r.dv}, options);
-  const char* el = element_name(r.q.scalar_type());
+  const char* el = gpu_kernels::element(r.q.scalar_type());
   const int device = r.q.device().index();
   void* stream = current_stream(r.q.device());
   // Both kernels take the inputs, their outputs, then the sizes and flags.
   auto args = [&](std::initializer_list<triton::Arg> outputs) {
-    std::vector<triton::Arg> a{data(r.q, el),       data(r.k, el),   data(r.v, el),   data(r.beta, el),
-                               data(r.mask, "i8"),  data(r.first_real, "i32"),        data(r.cu_q, "i64"),
-                               data(r.cu_k, "i64"), data(d_mean_q, el), data(g, "fp32"), data(lse, "fp32"),
-                               data(delta, "fp32")};
+    std::vector<triton::Arg> a{arg(r.q, el), arg(r.k, el), arg(r.v, el), arg(r.beta, el), arg(r.mask, "i8"),
+                               arg(r.first_real, "i32"), arg(r.cu_q, "i64"), arg(r.cu_k, "i64"),
+                               arg(d_mean_q, el), arg(g, "fp32"), arg(lse, "fp32"), arg(delta, "fp32")};
     a.insert(a.end(), outputs);
     a.insert(a.end(), {triton::Arg::i32(r.H), triton::Arg::i32(r.dk), triton::Arg::i32(r.dv),
                        triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
@@ -177,10 +168,10 @@ Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in
     return a;
   };
   const auto& dkdv = entry_for(triton::kFemSoftmaxReadBwdDkdvKernel, r);
-  const auto dkdv_args = args({data(dk, "fp32"), data(dv, "fp32"), data(dbeta_terms, "fp32")});
+  const auto dkdv_args = args({arg(dk, "fp32"), arg(dv, "fp32"), arg(dbeta_terms, "fp32")});
   triton::launch(dkdv, device, grid_for(dkdv, "BLOCK_N", r.S, r), stream, dkdv_args.data(), dkdv_args.size());
   const auto& dq_entry = entry_for(triton::kFemSoftmaxReadBwdDqKernel, r);
-  const auto dq_args = args({data(dq, "fp32")});
+  const auto dq_args = args({arg(dq, "fp32")});
   triton::launch(dq_entry, device, grid_for(dq_entry, "BLOCK_M", r.T, r), stream, dq_args.data(), dq_args.size());
   const std::vector<int64_t> batch_and_time{0, 1};
   const auto dbeta = dbeta_terms.sum(batch_and_time) - (d_free * free_energy / b).sum(batch_and_time);

@@ -23,18 +23,10 @@ namespace seqmix::ops {
 namespace {
 
 constexpr const char* kOp = "gla (impl fused on CUDA, the Triton kernels)";
+using gpu_kernels::current_stream;
+using gpu_kernels::arg;
 using gpu_kernels::kMaxHeadWidth;
 using gpu_kernels::kMaxPrograms;
-
-const char* dtype_name(at::ScalarType t) {
-  return t == at::kFloat ? "float32" : t == at::kHalf ? "float16" : "bfloat16";
-}
-const char* element_name(at::ScalarType t) { return t == at::kFloat ? "fp32" : t == at::kHalf ? "fp16" : "bf16"; }
-void* current_stream(const at::Device& device) {
-  // A CPU tensor reaches here only under triton::DryRun (the launch is recorded, not made).
-  return device.is_cuda() ? c10::impl::VirtualGuardImpl(device.type()).getStream(device).native_handle() : nullptr;
-}
-triton::Arg data(const at::Tensor& t, const char* element) { return triton::Arg::pointer(t.data_ptr(), element); }
 
 void check_scan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                 const at::Tensor& cu_seqlens) {
@@ -87,7 +79,7 @@ ScanInputs scan_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 }
 
 const triton::KernelEntry& scan_entry(const char* kernel, const ScanInputs& s) {
-  return triton::find_kernel(triton::kTritonKernels, kernel, dtype_name(s.q.scalar_type()), s.arch,
+  return triton::find_kernel(triton::kTritonKernels, kernel, gpu_kernels::entry_dtype(s.q.scalar_type()), s.arch,
                              {{"BK", s.dk <= 64 ? 64 : 128},
                               {"PER_KEY", s.per_key},
                               {"EXACT", s.q.scalar_type() == at::kFloat}});
@@ -116,11 +108,11 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
   // The final state, written (store_final = 1) as the Python Function's launch writes it, and not returned.
   auto ht = at::empty({s.sequences, s.H, s.dk, s.dv}, floats), zt = at::empty({s.sequences, s.H, s.dk}, floats);
   const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
-  const char* el = element_name(s.q.scalar_type());
+  const char* el = gpu_kernels::element(s.q.scalar_type());
   const auto& entry = scan_entry(triton::kChunkGlaFwdKernel, s);
   triton::launch(entry, s.q.device().index(), value_grid(entry, s), current_stream(s.q.device()),
-                 {data(s.q, el), data(s.k, el), data(s.v, el), data(s.g, el), data(none, "fp32"), data(none, "fp32"),
-                  data(num, "fp32"), data(den, "fp32"), data(ht, "fp32"), data(zt, "fp32"), data(s.cu, "i64"),
+                 {arg(s.q, el), arg(s.k, el), arg(s.v, el), arg(s.g, el), arg(none, "fp32"), arg(none, "fp32"),
+                  arg(num, "fp32"), arg(den, "fp32"), arg(ht, "fp32"), arg(zt, "fp32"), arg(s.cu, "i64"),
                   triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv), triton::Arg::f32(1.0f),
                   triton::Arg::i32(1), triton::Arg::i32(0), triton::Arg::i32(1)});
   const auto chunks = chunk_capacity(s.T, cu_seqlens.defined() ? s.sequences : int64_t{0}, gla_kernel::kChunk);
@@ -144,7 +136,7 @@ Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad
       grad_normaliser.defined() ? grad_normaliser.to(dtype) : at::zeros({s.B, s.T, s.H}, s.q.options()));
   const auto none = at::zeros({1}, floats);  // the initial state, not read (use_initial = 0)
   const auto dht = at::zeros({s.sequences, s.H, s.dk, s.dv}, floats), dzt = at::zeros({s.sequences, s.H, s.dk}, floats);
-  const char* el = element_name(dtype);
+  const char* el = gpu_kernels::element(dtype);
   const int device = s.q.device().index();
   void* stream = current_stream(s.q.device());
   const auto& entry = scan_entry(triton::kChunkGlaBwdKernel, s);
@@ -156,19 +148,20 @@ Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad
   auto dh0 = at::empty({s.sequences, s.H, s.dk, s.dv}, floats), dz0 = at::empty({s.sequences, s.H, s.dk}, floats);
   auto dg_final = at::empty({blocks, s.sequences, s.H, s.dk}, floats);
   triton::launch(entry, device, grid, stream,
-                 {data(s.q, el), data(s.k, el), data(s.v, el), data(s.g, el), data(none, "fp32"), data(none, "fp32"),
-                  data(d_num, el), data(d_den, el), data(dht, "fp32"), data(dzt, "fp32"), data(dq, "fp32"),
-                  data(dk, "fp32"), data(dv, "fp32"), data(dh0, "fp32"), data(dz0, "fp32"), data(dg_final, "fp32"),
-                  data(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv),
+                 {arg(s.q, el), arg(s.k, el), arg(s.v, el), arg(s.g, el), arg(none, "fp32"), arg(none, "fp32"),
+                  arg(d_num, el), arg(d_den, el), arg(dht, "fp32"), arg(dzt, "fp32"), arg(dq, "fp32"),
+                  arg(dk, "fp32"), arg(dv, "fp32"), arg(dh0, "fp32"), arg(dz0, "fp32"), arg(dg_final, "fp32"),
+                  arg(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk), triton::Arg::i32(s.dv),
                   triton::Arg::i32(s.B * s.T), triton::Arg::f32(1.0f), triton::Arg::i32(1), triton::Arg::i32(0),
                   triton::Arg::i32(0)});
   const auto dq_sum = dq.sum(0), dk_sum = dk.sum(0), dg_final_sum = dg_final.sum(0);
   auto dg = at::empty(s.g.sizes(), floats);
-  const auto& decay = triton::find_kernel(triton::kTritonKernels, triton::kChunkGlaBwdDecayKernel, dtype_name(dtype),
-                                          s.arch, {{"BK", s.dk <= 64 ? 64 : 128}, {"PER_KEY", s.per_key}});
+  const auto& decay =
+      triton::find_kernel(triton::kTritonKernels, triton::kChunkGlaBwdDecayKernel, gpu_kernels::entry_dtype(dtype),
+                          s.arch, {{"BK", s.dk <= 64 ? 64 : 128}, {"PER_KEY", s.per_key}});
   triton::launch(decay, device, {static_cast<unsigned>(s.sequences * s.H), 1, 1}, stream,
-                 {data(s.q, el), data(s.k, el), data(dq_sum, "fp32"), data(dk_sum, "fp32"), data(dg_final_sum, "fp32"),
-                  data(dg, "fp32"), data(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk)});
+                 {arg(s.q, el), arg(s.k, el), arg(dq_sum, "fp32"), arg(dk_sum, "fp32"), arg(dg_final_sum, "fp32"),
+                  arg(dg, "fp32"), arg(s.cu, "i64"), triton::Arg::i32(s.H), triton::Arg::i32(s.dk)});
   return {dq_sum.to(q_in.scalar_type()), dk_sum.to(k_in.scalar_type()), dv.to(v_in.scalar_type()),
           dg.to(log_decay.scalar_type())};
 }
