@@ -53,7 +53,7 @@ std::string default_run_dir(const std::string& task_spec) {
 
 void print_header(const Run& run, const std::string& dir) {
   std::printf("task     %s\n", run.task->resolved_spec().c_str());
-  for (const auto& m : run.mixers) std::printf("mixer    %s\n", m.resolved.c_str());
+  for (const auto& m : run.mixers) std::printf("mixer    %s\n", m.text.c_str());
   std::printf("model    %s: %lld parameters\n", run.model_spec.c_str(), static_cast<long long>(run.model->parameter_count()));
   std::printf("run      %s\n", dir.c_str());
 }

@@ -128,6 +128,12 @@ bool Config::flag(const std::string& key) const { return parse_flag(values_.at(i
 const std::string& Config::text(const std::string& key) const { return values_.at(info(key, "config").key); }
 std::vector<std::string> Config::list(const std::string& key) const { return split_list(values_.at(info(key, "config").key)); }
 
+Options Config::options(const std::vector<OptionInfo>& keys) const {
+  Spec values{"config", {}};
+  for (const auto& k : keys) values.options.emplace_back(k.key, values_.at(info(k.key, "config").key));
+  return Options("config", keys, values);
+}
+
 std::string Config::to_yaml() const {
   // A tree of the dotted keys in schema order; leaves point at their option.
   // (A vector of Node, not of pair<name, Node>: a pair of an incomplete type is ill-formed, which clang refuses.)

@@ -19,8 +19,6 @@ DeltaRuleImpl::DeltaRuleImpl(const DeltaRuleOptions& options)
 }
 
 namespace {
-void place_delta(const MixerContext& context, DeltaRuleOptions& o) { o.dim = context.dim; }
-Mixer make_delta(const DeltaRuleOptions& o) { return std::make_shared<DeltaRuleImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& delta_mixer_declaration() {
@@ -35,8 +33,7 @@ const MixerDeclaration& delta_mixer_declaration() {
                      Field<O>::flag("bias", &O::bias, "biases in the q/k/v, write and output projections"),
                      Field<O>::impl(&O::impl, ops::kDeltaRuleImpls,
                                     "the parallel form (naive); decoding runs the recurrence")},
-          .place = place_delta,
-          .make = make_delta}
+          .make = make_layer<DeltaRuleImpl, O>}
           .erase();
   return declaration;
 }

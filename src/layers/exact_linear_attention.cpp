@@ -57,15 +57,18 @@ torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
   check_input(x);
   auto p = project(x, 0);
   const auto& kernel = *kernel_;
-  auto y = ops::ela(p.q, p.k, p.v, kernel, is_causal(), options_.eps, options_.impl);
+  auto y = ops::ela(p.q, p.k, p.v,
+                    {.kernel = kernel.name, .causal = is_causal(), .eps = options_.eps, .impl = options_.impl})
+               .y;
   return finish(y);
 }
 
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  return DecodeState::of(
-      ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
-                             recurrent_state_options(qkv->weight.options())));
+  ops::ElaState s = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
+                                           recurrent_state_options(qkv->weight.options()));
+  if (!s.key_max.defined()) s.key_max = torch::empty({0}, s.kv.options());  // ela_step's: empty where none
+  return DecodeState::of(std::move(s));
 }
 
 torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {
@@ -73,14 +76,15 @@ torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeSta
   const auto& kernel = *kernel_;
   auto p = project(x_t.unsqueeze(1), state.position);
   auto& s = state.as<ops::ElaState>(kind());
-  auto y = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), kernel, s, options_.eps);
+  const auto r = ops::ela_step(p.q.squeeze(1), p.k.squeeze(1), p.v.squeeze(1), s.kv, s.k_sum, s.key_max,
+                               {.kernel = kernel.name, .eps = options_.eps});
+  s = {r.kv, r.k_sum, r.key_max};
+  const auto& y = r.y;
   state.position += 1;
   return finish(y.unsqueeze(1)).squeeze(1);
 }
 
 namespace {
-void place_ela(const MixerContext& context, ExactLinearAttentionOptions& o) { o.dim = context.dim; }
-Mixer make_ela(const ExactLinearAttentionOptions& o) { return std::make_shared<ExactLinearAttentionImpl>(o); }
 
 // The ELA kernels with their feature maps, for `seqmix list`.
 std::vector<std::string> ela_notes() {
@@ -108,8 +112,7 @@ const MixerDeclaration& ela_mixer_declaration() {
                      Field<O>::real("eps", &O::eps, "row-sum floor", 0.0),
                      Field<O>::flag("causal", &O::causal, "causal (prefix sums) or bidirectional (one accumulation)"),
                      Field<O>::impl(&O::impl, ops::kElaImpls, "fused kernel or its naive (materialised) twin")},
-          .place = place_ela,
-          .make = make_ela,
+          .make = make_layer<ExactLinearAttentionImpl, O>,
           .notes = ela_notes()}
           .erase();
   return declaration;

@@ -27,8 +27,6 @@ GatedLinearAttentionImpl::GatedLinearAttentionImpl(const GatedLinearAttentionOpt
 }
 
 namespace {
-void place_gla(const MixerContext& context, GatedLinearAttentionOptions& o) { o.dim = context.dim; }
-Mixer make_gla(const GatedLinearAttentionOptions& o) { return std::make_shared<GatedLinearAttentionImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& gla_mixer_declaration() {
@@ -52,8 +50,7 @@ const MixerDeclaration& gla_mixer_declaration() {
                      Field<O>::real("rope_theta", &O::rope_theta, "RoPE base", 1.0),
                      Field<O>::flag("bias", &O::bias, "biases in the q/k/v and output projections"),
                      Field<O>::impl(&O::impl, ops::kGlaImpls, "fused kernel or its naive (materialised) twin")},
-          .place = place_gla,
-          .make = make_gla}
+          .make = make_layer<GatedLinearAttentionImpl, O>}
           .erase();
   return declaration;
 }

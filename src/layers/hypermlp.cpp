@@ -108,8 +108,9 @@ HyperMlpImpl::Projected HyperMlpImpl::project(const torch::Tensor& x, const torc
 }
 
 torch::Tensor HyperMlpImpl::read(const Projected& p, const torch::Tensor& k, const torch::Tensor& v) {
-  return ops::hypermlp_read(p.q, k, v, p.s1, mix1, p.s2, mix2, read_options_,
-                            options_.dense ? ops::Impl::naive : ops::Impl::automatic);
+  return ops::hypermlp_read(p.q, k, v,
+                            ops::hypermlp_read_args(p.s1, mix1, p.s2, mix2, read_options_,
+                                                    options_.dense ? ops::Impl::naive : ops::Impl::automatic));
 }
 
 torch::Tensor HyperMlpImpl::output(const torch::Tensor& read, const torch::Tensor& x) {
@@ -238,11 +239,15 @@ void check_hyper(const std::string& name, bool glu, const HyperMlpOptions& h) {
   if (h.block != defaults.block && h.dense) throw Error("mixer " + name + ": block applies to path=blocked only");
 }
 
-// The mixing parameters cover max_len positions, the model's length unless given.
-template <class O>
-void place_hyper(const MixerContext& context, O& o) {
-  o.dim = context.dim;
-  if (o.max_len <= 0) o.max_len = context.max_len;
+// HyperMLP (glu false) or HyperGLU in the model's context: the mixing parameters cover max_len positions, the model's
+// length unless given; no raw-value read.
+template <class O, bool glu>
+Mixer make_hyper(const O& o, const MixerContext& context) {
+  refuse_raw_values(context);
+  O placed = o;
+  placed.dim = context.dim;
+  if (placed.max_len <= 0) placed.max_len = context.max_len;
+  return std::make_shared<HyperMlpImpl>(glu ? "hyperglu" : "hypermlp", placed);
 }
 
 }  // namespace
@@ -254,8 +259,7 @@ const MixerDeclaration& hypermlp_mixer_declaration() {
           .name = "hypermlp",
           .meaning = "HyperMLP: attention as a dynamic 2-layer MLP with DPLR sequence mixing (S and R labels)",
           .fields = hyper_fields<O>("hypermlp"),
-          .place = place_hyper<O>,
-          .make = [](const O& o) -> Mixer { return std::make_shared<HyperMlpImpl>("hypermlp", o); },
+          .make = make_hyper<O, false>,
           .check = [](const O& o) { check_hyper("hypermlp", false, o); },
           .notes = hyper_notes(false)}
           .erase();
@@ -269,8 +273,7 @@ const MixerDeclaration& hyperglu_mixer_declaration() {
           .name = "hyperglu",
           .meaning = "HyperGLU: HyperMLP with Softplus(scale) * ReLU(L2Norm(gate)) (G labels)",
           .fields = hyper_fields<O>("hyperglu"),
-          .place = place_hyper<O>,
-          .make = [](const O& o) -> Mixer { return std::make_shared<HyperMlpImpl>("hyperglu", o); },
+          .make = make_hyper<O, true>,
           .check = [](const O& o) { check_hyper("hyperglu", true, o); },
           .notes = hyper_notes(true)}
           .erase();

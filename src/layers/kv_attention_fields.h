@@ -1,6 +1,6 @@
 #pragma once
 // The options every key-value attention mixer shares (softmax, relu, mha2nd1st, light2nd1st), for their
-// declarations, and where the model's context goes.
+// declarations.
 #include <vector>
 
 #include "seqmix/layers/kv_attention.h"
@@ -19,12 +19,6 @@ std::vector<Field<O>> kv_attention_fields(const std::vector<Field<O>>& extra) {
       Field<O>::flag("causal", &O::causal, "causal (decoder) or bidirectional (encoder)")};
   fields.insert(fields.end(), extra.begin(), extra.end());
   return fields;
-}
-
-template <class O>
-void place_kv_attention(const MixerContext& context, O& o) {
-  o.dim = context.dim;
-  o.raw_values = context.raw_values;
 }
 
 }  // namespace seqmix

@@ -24,8 +24,6 @@ LinearAttentionImpl::LinearAttentionImpl(const LinearAttentionOptions& options)
 }
 
 namespace {
-void place_linear(const MixerContext& context, LinearAttentionOptions& o) { o.dim = context.dim; }
-Mixer make_linear(const LinearAttentionOptions& o) { return std::make_shared<LinearAttentionImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& linear_mixer_declaration() {
@@ -44,8 +42,7 @@ const MixerDeclaration& linear_mixer_declaration() {
                      Field<O>::flag("causal", &O::causal, "causal (decoder) or bidirectional (encoder)"),
                      Field<O>::impl(&O::impl, ops::kLinearAttentionImpls,
                                     "fused kernel or its naive (materialised) twin")},
-          .place = place_linear,
-          .make = make_linear}
+          .make = make_layer<LinearAttentionImpl, O>}
           .erase();
   return declaration;
 }

@@ -13,11 +13,10 @@ ReluAttentionImpl::ReluAttentionImpl(const ReluAttentionOptions& options)
 
 torch::Tensor ReluAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, bool causal) {
-  return ops::relu_attention(q, k, v, causal, eps_);
+  return ops::relu_attention(q, k, v, {.causal = causal, .eps = eps_});
 }
 
 namespace {
-Mixer make_relu(const ReluAttentionOptions& o) { return std::make_shared<ReluAttentionImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& relu_mixer_declaration() {
@@ -28,9 +27,7 @@ const MixerDeclaration& relu_mixer_declaration() {
           .meaning = "ReLU attention: ReLU(L2Norm(q K^T)) V per head (HyperMLP's R)",
           .fields = kv_attention_fields<O>(
               {Field<O>::real("eps", &O::eps, "added under the square root of the score-row norm", 0.0)}),
-          .place = place_kv_attention<O>,
-          .make = make_relu,
-          .reads_raw_values = true}
+          .make = make_layer<ReluAttentionImpl, O>}
           .erase();
   return declaration;
 }

@@ -59,7 +59,7 @@ torch::Tensor SelectiveSSMImpl::forward(const torch::Tensor& x) {
   auto uz = in_proj(x).chunk(2, -1);
   auto u = options_.conv > 0 ? conv(uz[0]) : uz[0];
   auto s = select(u, uz[1]);
-  auto y = ops::ssm_scan(s.u, s.delta, -torch::exp(A_log), s.b, s.c, options_.impl);
+  auto y = ops::ssm_scan(s.u, s.delta, -torch::exp(A_log), s.b, s.c, {.impl = options_.impl}).y;
   return finish(s, y);
 }
 
@@ -82,14 +82,14 @@ torch::Tensor SelectiveSSMImpl::step(const torch::Tensor& x_t, DecodeState& stat
   auto uz = in_proj(x_t).chunk(2, -1);
   auto u = options_.conv > 0 ? conv->step(uz[0], st.conv) : uz[0];
   auto s = select(u, uz[1]);
-  auto y = ops::ssm_step(s.u, s.delta, -torch::exp(A_log), s.b, s.c, st.h);
+  const auto r = ops::ssm_step(s.u, s.delta, -torch::exp(A_log), s.b, s.c, st.h);
+  st.h = r.state;
+  const auto& y = r.y;
   state.position += 1;
   return finish(s, y);
 }
 
 namespace {
-void place_ssm(const MixerContext& context, SelectiveSSMOptions& o) { o.dim = context.dim; }
-Mixer make_ssm(const SelectiveSSMOptions& o) { return std::make_shared<SelectiveSSMImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& ssm_mixer_declaration() {
@@ -105,8 +105,7 @@ const MixerDeclaration& ssm_mixer_declaration() {
                      Field<O>::real("dt_min", &O::dt_min, "smallest initial step size", 1e-8),
                      Field<O>::real("dt_max", &O::dt_max, "largest initial step size", 1e-8),
                      Field<O>::impl(&O::impl, ops::kSsmScanImpls, "fused kernel or its naive (materialised) twin")},
-          .place = place_ssm,
-          .make = make_ssm}
+          .make = make_layer<SelectiveSSMImpl, O>}
           .erase();
   return declaration;
 }

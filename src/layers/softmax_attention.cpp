@@ -18,16 +18,15 @@ SoftmaxAttentionImpl::SoftmaxAttentionImpl(const SoftmaxAttentionOptions& option
 
 torch::Tensor SoftmaxAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, bool causal) {
-  return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_);
+  return ops::attention(q, k, v, {.causal = causal, .scale = scale_, .impl = impl_});
 }
 
 torch::Tensor SoftmaxAttentionImpl::attend_packed(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, bool causal, const torch::Tensor& cu_seqlens) {
-  return ops::softmax_attention(q, k, v, causal, scale_, {}, impl_, cu_seqlens);
+  return ops::attention(q, k, v, {.causal = causal, .scale = scale_, .impl = impl_, .cu_seqlens = cu_seqlens});
 }
 
 namespace {
-Mixer make_softmax(const SoftmaxAttentionOptions& o) { return std::make_shared<SoftmaxAttentionImpl>(o); }
 }  // namespace
 
 const MixerDeclaration& softmax_mixer_declaration() {
@@ -40,9 +39,7 @@ const MixerDeclaration& softmax_mixer_declaration() {
               {Field<O>::real("scale", &O::scale, "score scale; 0 means 1/sqrt(head width)", 0.0),
                Field<O>::impl(&O::impl, ops::kSoftmaxAttentionImpls,
                               "fused kernel, its naive (materialised) twin, or torch's scaled_dot_product_attention")}),
-          .place = place_kv_attention<O>,
-          .make = make_softmax,
-          .reads_raw_values = true}
+          .make = make_layer<SoftmaxAttentionImpl, O>}
           .erase();
   return declaration;
 }

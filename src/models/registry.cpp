@@ -24,42 +24,34 @@
 
 namespace seqmix {
 
-const std::vector<const MixerDeclaration*>& mixer_declarations() {
-  static const std::vector<const MixerDeclaration*> declarations = {
-      &softmax_mixer_declaration(),   &relu_mixer_declaration(),      &linear_mixer_declaration(),
-      &ela_mixer_declaration(),       &gla_mixer_declaration(),       &ssm_mixer_declaration(),
-      &fem_mixer_declaration(),       &energy_mixer_declaration(),    &mha2nd1st_mixer_declaration(),
-      &light2nd1st_mixer_declaration(), &hypermlp_mixer_declaration(), &hyperglu_mixer_declaration(),
-      &delta_mixer_declaration(),
+const std::vector<MixerDeclaration>& mixer_declarations() {
+  static const std::vector<MixerDeclaration> declarations = {
+      softmax_mixer_declaration(),     relu_mixer_declaration(),     linear_mixer_declaration(),
+      ela_mixer_declaration(),         gla_mixer_declaration(),      ssm_mixer_declaration(),
+      fem_mixer_declaration(),         energy_mixer_declaration(),   mha2nd1st_mixer_declaration(),
+      light2nd1st_mixer_declaration(), hypermlp_mixer_declaration(), hyperglu_mixer_declaration(),
+      delta_mixer_declaration(),
   };
   return declarations;
 }
 
 const std::vector<ComponentInfo>& mixer_infos() {
-  static const std::vector<ComponentInfo> infos = [] {
-    std::vector<ComponentInfo> out;
-    for (const auto* d : mixer_declarations()) out.push_back(d->info);
-    return out;
-  }();
+  static const std::vector<ComponentInfo> infos = component_infos(mixer_declarations());
   return infos;
 }
 
-MixerSpec parse_mixer_spec(const std::string& spec) {
-  const Spec parsed = Spec::parse(spec);
-  const ComponentInfo& info = find_component(mixer_infos(), "mixer", parsed.name);
-  const Options options("mixer " + info.name, info.options, parsed);
-  for (const auto* d : mixer_declarations())
-    if (d->info.name == info.name) return MixerSpec{d, d->parse(options), options.resolved()};
-  throw std::logic_error("registry: mixer declaration vanished");
-}
+MixerSpec parse_mixer_spec(const std::string& spec) { return MixerSpec(parse_spec(mixer_declarations(), "mixer", spec)); }
 
 MixerSpec::MixerSpec(const std::string& text) : MixerSpec(parse_mixer_spec(text)) {}
 
 Mixer build_mixer(const MixerSpec& spec, const MixerContext& context) {
-  if (context.raw_values && !spec.declaration->reads_raw_values)
-    throw Error("mixer " + spec.name() + " cannot read raw values (the probe model needs softmax, relu or fem)");
-  return built_within_limits("mixer " + spec.resolved,
-                             [&] { return spec.declaration->build(spec.options, context); });
+  return built_within_limits("mixer " + spec.text, [&] {
+    try {
+      return spec.build(context);
+    } catch (const NoRawValueRead&) {
+      throw Error("mixer " + spec.name() + " cannot read raw values (the probe model needs softmax, relu or fem)");
+    }
+  });
 }
 
 std::string resolve_mixer_spec(const std::string& spec) {

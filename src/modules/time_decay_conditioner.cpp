@@ -44,7 +44,7 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
   // The recurrence is gated linear attention with unit query/key features, one head per channel.
   auto ones = torch::ones({x.size(0), x.size(1), hidden_, 1}, x.options());
   const auto values = t.u.unsqueeze(-1);
-  auto h = ops::gla(ones, ones, values, t.log_decay, impl_).numerator.squeeze(-1);
+  auto h = ops::gla(ones, ones, values, t.log_decay, {.impl = impl_}).numerator.squeeze(-1);
   return finish(h, t.gate);
 }
 
@@ -56,7 +56,9 @@ torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, ops::Line
                                              const torch::Tensor& mask_t) {
   auto t = terms(x_t, mask_t);  // a padded token neither decays nor feeds the state
   auto ones = torch::ones({x_t.size(0), hidden_, 1}, x_t.options());
-  auto h = ops::gla_step(ones, ones, t.u.unsqueeze(-1), t.log_decay, state).numerator.squeeze(1).squeeze(-1);
+  const auto r = ops::gla_step(ones, ones, t.u.unsqueeze(-1), t.log_decay, state.kv, state.k_sum);
+  state = {r.kv, r.k_sum};
+  auto h = r.numerator.squeeze(1).squeeze(-1);
   return finish(h, t.gate);
 }
 

@@ -292,7 +292,7 @@ struct BoundMixer : BoundModule {
     context.max_len = max_len;
     mixer = build_mixer(parsed, context);
     module = mixer;
-    spec = parsed.resolved;
+    spec = parsed.text;
   }
   at::Tensor probe_inputs(at::ScalarType dtype) const override {
     return at::zeros({1, max_len == 1 ? 1 : 2, mixer->dim()}, at::dtype(dtype));  // [1,T,D]

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <optional>
 #include <filesystem>
+#include <limits>
 
+#include "seqmix/io/declaration.h"
 #include "seqmix/io/error.h"
 #include "seqmix/train/device.h"
 #include "seqmix/io/printable.h"
@@ -20,41 +22,73 @@
 
 namespace seqmix {
 
-std::vector<OptionInfo> run_config_schema() {
+namespace {
+
+// An option of the optimizer's settings (TrainConfig::optimizer), its default the struct's.
+Field<TrainConfig> optimizer_real(const std::string& key, double OptimizerConfig::*member, std::string meaning,
+                                  double min, double max = std::numeric_limits<double>::infinity()) {
+  return Field<TrainConfig>::custom(OptionInfo::real(key, TrainConfig{}.optimizer.*member, std::move(meaning), min, max),
+                                    [key, member](const Options& o, TrainConfig& t) { t.optimizer.*member = o.real(key); });
+}
+
+// The keys of the run config the trainer reads, each bound to its field of TrainConfig, whose defaults (trainer.h,
+// optimizer.h) are the only ones: the YAML config, the command line's flags and --set, and every other door read
+// these. init_from and device first (the top-level keys), then train.*.
+std::vector<Field<TrainConfig>> trainer_fields() {
+  using T = TrainConfig;
+  std::vector<std::pair<std::string, Precision>> precisions;
+  for (const auto& name : precision_names()) precisions.emplace_back(name, parse_precision(name, "train.dtype"));
+  const std::vector<std::pair<std::string, std::string>> select_by = {{"metric", ""}, {"loss", "loss"}};
   return {
+      Field<T>::text("init_from", &T::init_from,
+                     "start from these weights: a run folder (its latest checkpoint; RUN@STEP for another) or a "
+                     "safetensors weights file (format=pt); empty: the seed's"),
+      Field<T>::custom(OptionInfo::text("device", T{}.device.str(),
+                                        "where the model, optimizer state and batches live: cpu, cuda or cuda:N"),
+                       [](const Options& o, T& t) { t.device = parse_device(o.text("device"), "device"); }),
+      Field<T>::integer("train.steps", &T::steps, "optimizer steps", 1, 1e12),
+      Field<T>::integer("train.batch_size", &T::batch_size, "examples per step", 1),
+      optimizer_real("train.lr", &OptimizerConfig::lr, "peak learning rate", 0.0, 3.4e38),
+      Field<T>::real("train.min_lr", &T::min_lr, "learning rate at the end of the cosine decay", 0.0, 3.4e38),
+      Field<T>::integer("train.warmup", &T::warmup_steps, "linear warmup steps", 0),
+      optimizer_real("train.weight_decay", &OptimizerConfig::weight_decay, "AdamW weight decay", 0.0, 3.4e38),
+      Field<T>::custom(OptionInfo::flag("train.decay_vectors", T{}.optimizer.decay_vectors,
+                                        "also decay norm weights and biases (MAD's single group)"),
+                       [](const Options& o, T& t) { t.optimizer.decay_vectors = o.flag("train.decay_vectors"); }),
+      optimizer_real("train.beta1", &OptimizerConfig::beta1, "AdamW beta1", 0.0, 0.999999),
+      optimizer_real("train.beta2", &OptimizerConfig::beta2, "AdamW beta2", 0.0, 0.999999),
+      optimizer_real("train.eps", &OptimizerConfig::eps, "AdamW epsilon", 0.0),
+      Field<T>::real("train.grad_clip", &T::grad_clip, "max global gradient norm (0 = no clipping)", 0.0),
+      Field<T>::integer("train.eval_every", &T::eval_every, "evaluate every N steps (0 = at the end only)", 0),
+      Field<T>::integer("train.log_every", &T::log_every, "log every N steps", 1),
+      Field<T>::real("train.target", &T::target, "stop once the task's metric reaches this (0 = never)"),
+      Field<T>::choice("train.select_by", &T::select_by, select_by,
+                       "which evaluation is 'best': the task's metric, or the lowest test loss (MAD)"),
+      Field<T>::integer("train.schedule_stage", &T::schedule_stage,
+                        "hold the learning rate within stages of N steps (MAD: an epoch)", 1),
+      Field<T>::integer("train.checkpoint_every", &T::checkpoint_every,
+                        "checkpoint every N steps (0 = at every evaluation)", 0),
+      Field<T>::integer("train.keep_checkpoints", &T::keep_checkpoints, "checkpoints kept (the newest)", 1),
+      Field<T>::flag("train.skip_nonfinite", &T::skip_nonfinite,
+                     "skip and count steps whose loss or gradient is NaN or Inf (default: stop, naming it)"),
+      Field<T>::choice("train.dtype", &T::precision, precisions,
+                       "forward passes in fp32, or bf16 under autocast (weights, optimizer and checkpoints stay fp32)"),
+  };
+}
+
+}  // namespace
+
+std::vector<OptionInfo> run_config_schema() {
+  const std::vector<OptionInfo> trainer = option_infos(trainer_fields());  // init_from, device, train.*
+  std::vector<OptionInfo> schema = {
       OptionInfo::text("task", "mad.in_context_recall:seq_len=64,num_train=6400", "task spec (seqmix list)"),
       OptionInfo::list("mixer", {"softmax"}, "sequence-mixer specs, one per layer, cycled over the layers (none: dlinear)"),
       OptionInfo::text("model", "", "model spec; empty: the task's default model"),
       OptionInfo::integer("seed", 0, "seed of the model initialisation", 0),
-      OptionInfo::text("init_from", "",
-                       "start from these weights: a run folder (its latest checkpoint; RUN@STEP for another) or a "
-                       "safetensors weights file (format=pt); empty: the seed's"),
-      OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024),
-      OptionInfo::text("device", "cpu", "where the model, optimizer state and batches live: cpu, cuda or cuda:N"),
-      OptionInfo::integer("train.steps", 2000, "optimizer steps", 1, 1e12),
-      OptionInfo::integer("train.batch_size", 64, "examples per step", 1),
-      OptionInfo::real("train.lr", 3e-3, "peak learning rate", 0.0, 3.4e38),
-      OptionInfo::real("train.min_lr", 0.0, "learning rate at the end of the cosine decay", 0.0, 3.4e38),
-      OptionInfo::integer("train.warmup", 0, "linear warmup steps", 0),
-      OptionInfo::real("train.weight_decay", 0.1, "AdamW weight decay", 0.0, 3.4e38),
-      OptionInfo::flag("train.decay_vectors", false, "also decay norm weights and biases (MAD's single group)"),
-      OptionInfo::real("train.beta1", 0.9, "AdamW beta1", 0.0, 0.999999),
-      OptionInfo::real("train.beta2", 0.999, "AdamW beta2", 0.0, 0.999999),
-      OptionInfo::real("train.eps", 1e-8, "AdamW epsilon", 0.0),
-      OptionInfo::real("train.grad_clip", 0.0, "max global gradient norm (0 = no clipping)", 0.0),
-      OptionInfo::integer("train.eval_every", 100, "evaluate every N steps (0 = at the end only)", 0),
-      OptionInfo::integer("train.log_every", 10, "log every N steps", 1),
-      OptionInfo::real("train.target", 0.99, "stop once the task's metric reaches this (0 = never)"),
-      OptionInfo::choice("train.select_by", "metric", {"metric", "loss"},
-                         "which evaluation is 'best': the task's metric, or the lowest test loss (MAD)"),
-      OptionInfo::integer("train.schedule_stage", 1, "hold the learning rate within stages of N steps (MAD: an epoch)", 1),
-      OptionInfo::integer("train.checkpoint_every", 0, "checkpoint every N steps (0 = at every evaluation)", 0),
-      OptionInfo::integer("train.keep_checkpoints", 3, "checkpoints kept (the newest)", 1),
-      OptionInfo::flag("train.skip_nonfinite", false,
-                       "skip and count steps whose loss or gradient is NaN or Inf (default: stop, naming it)"),
-      OptionInfo::choice("train.dtype", "fp32", precision_names(),
-                         "forward passes in fp32, or bf16 under autocast (weights, optimizer and checkpoints stay fp32)"),
-  };
+      trainer[0],  // init_from
+      OptionInfo::integer("threads", 0, "intra-op threads (0 = all hardware threads)", 0, 1024)};
+  schema.insert(schema.end(), trainer.begin() + 1, trainer.end());
+  return schema;
 }
 
 namespace {
@@ -131,30 +165,8 @@ Run build_run(Config& config, const std::string& out_dir, std::unique_ptr<Task> 
 }
 
 TrainConfig train_config_from(const Config& config) {
-  TrainConfig t;
-  t.steps = config.integer("train.steps");
-  t.batch_size = config.integer("train.batch_size");
-  t.optimizer.lr = config.real("train.lr");
-  t.optimizer.weight_decay = config.real("train.weight_decay");
-  t.optimizer.beta1 = config.real("train.beta1");
-  t.optimizer.beta2 = config.real("train.beta2");
-  t.optimizer.eps = config.real("train.eps");
-  t.optimizer.decay_vectors = config.flag("train.decay_vectors");
-  t.select_by = config.text("train.select_by") == "loss" ? "loss" : "";
-  t.schedule_stage = config.integer("train.schedule_stage");
-  t.min_lr = config.real("train.min_lr");
-  t.warmup_steps = config.integer("train.warmup");
-  t.grad_clip = config.real("train.grad_clip");
-  t.eval_every = config.integer("train.eval_every");
-  t.log_every = config.integer("train.log_every");
-  t.target = config.real("train.target");
-  t.checkpoint_every = config.integer("train.checkpoint_every");
-  t.keep_checkpoints = config.integer("train.keep_checkpoints");
-  t.skip_nonfinite = config.flag("train.skip_nonfinite");
-  t.precision = parse_precision(config.text("train.dtype"), "train.dtype");
-  t.device = parse_device(config.text("device"), "device");
-  t.init_from = config.text("init_from");
-  return t;
+  const auto fields = trainer_fields();
+  return read_fields(fields, config.options(option_infos(fields)));
 }
 
 Config run_directory_config(const std::string& run_dir, const std::string& missing_config_reason) {

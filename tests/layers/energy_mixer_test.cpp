@@ -185,7 +185,7 @@ TEST(Mha2nd1st, DirectionsMapBackToTheRotatedQuerySpace) {
     auto wq = m->qk->weight.narrow(0, 0, 16).view({2, 8, 16});
     auto back = torch::einsum("bthd,hed->bthe", {r, wq});  // W_Q,h r_h
     if (rope) back = apply_rotary(back, 3);
-    EXPECT_CLOSE(back, ops::mha2nd1st_read(q, k, m->temperature, m->bias_temperature, true), 1e-9, 1e-11)
+    EXPECT_CLOSE(back, ops::mha2nd1st_read_fused(q, k, m->temperature, m->bias_temperature, true), 1e-9, 1e-11)
         << "rope=" << rope;
   }
 }

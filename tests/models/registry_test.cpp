@@ -38,6 +38,40 @@ TEST(Registry, EveryListedMixerBuildsWithItsDefaultsAtAnyWidthAndLength) {
       }
 }
 
+TEST(Registry, OnlyTheMixersWithARawValueReadTakeTheProbesContext) {
+  // The probe model asks for raw values (no value or output projection); softmax, relu and fem have that path (their
+  // options' raw_values, which make_layer sets), every other mixer refuses in one line naming it. Every one takes a
+  // plain context.
+  torch::NoGradGuard no_grad;
+  const std::vector<std::string> reading = {"softmax", "relu", "fem"};
+  for (const auto& info : mixer_infos()) {
+    SCOPED_TRACE(info.name);
+    MixerContext probe{16, 8};
+    probe.raw_values = true;
+    if (std::find(reading.begin(), reading.end(), info.name) != reading.end()) {
+      // (Its defaults may not fit the probe's width otherwise: that is another error.)
+      EXPECT_EQ(error_of([&] { build_mixer(info.name, probe); }).find("cannot read raw values"), std::string::npos);
+    } else {
+      EXPECT_EQ(error_of([&] { build_mixer(info.name, probe); }),
+                "mixer " + info.name + " cannot read raw values (the probe model needs softmax, relu or fem)");
+    }
+    EXPECT_NO_THROW(build_mixer(info.name, MixerContext{16, 8}));
+  }
+}
+
+TEST(Registry, MixerSpecsAreParsedByTheOneSpecParser) {
+  // parse_mixer_spec is parse_spec over the mixers' declarations, as every kind's specs are: the same resolved text
+  // and the same errors.
+  const MixerSpec spec = parse_mixer_spec("gla:heads=2");
+  const auto direct = parse_spec(mixer_declarations(), "mixer", "gla:heads=2");
+  EXPECT_EQ(spec.text, direct.text);
+  EXPECT_EQ(spec.text, resolve_mixer_spec("gla:heads=2"));
+  EXPECT_EQ(spec.source, "gla:heads=2");
+  EXPECT_EQ(spec.name(), "gla");
+  EXPECT_EQ(error_of([] { parse_mixer_spec("gla:hedas=2"); }),
+            error_of([] { parse_spec(mixer_declarations(), "mixer", "gla:hedas=2"); }));
+}
+
 TEST(Registry, ResolvedSpecsBuildTheSameMixer) {
   // A run's config.yaml holds the resolved spec (every option spelled out); building from it must neither
   // fail nor change the mixer. (fem:cap=0 once failed this way: its resolved impl= looked explicit.)

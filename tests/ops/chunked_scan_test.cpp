@@ -100,7 +100,7 @@ TEST(ChunkedGla, TheEntryPointRunsIt) {
   const Shape s{1, 40, 2, 4, 3};
   const auto q = rnd({s.B, s.T, s.H, s.dk}, 1), k = rnd({s.B, s.T, s.H, s.dk}, 2), v = rnd({s.B, s.T, s.H, s.dv}, 3);
   const auto a = gate_log_decay({s.B, s.T, s.H}, 4);
-  const auto through_op = ops::gla(q, k, v, a, ops::Impl::chunked);
+  const auto through_op = ops::gla(q, k, v, a, {.impl = ops::Impl::chunked});
   const auto direct = ops::gla_chunked(q, k, v, a);
   EXPECT_TRUE(torch::equal(through_op.numerator, direct.numerator));
   EXPECT_TRUE(torch::equal(through_op.normaliser, direct.normaliser));

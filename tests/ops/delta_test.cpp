@@ -73,7 +73,9 @@ TEST_P(DeltaRuleLengths, DecodeStepsEqualTheParallelForm) {
   const auto full = ops::delta_rule_naive(in.q, in.k, in.v, in.beta);
   auto state = ops::linear_attention_initial_state(B, H, dk, dv, in.q.options());
   for (int64_t t = 0; t < T; ++t) {
-    const auto r = ops::delta_rule_step(in.q.select(1, t), in.k.select(1, t), in.v.select(1, t), in.beta.select(1, t), state);
+    const auto r = ops::delta_rule_step(in.q.select(1, t), in.k.select(1, t), in.v.select(1, t), in.beta.select(1, t),
+                                        state.kv, state.k_sum);
+    state = {r.kv, r.k_sum};
     EXPECT_CLOSE(r.numerator.squeeze(1), full.numerator.select(1, t), 1e-11, 1e-12) << "step " << t;
     EXPECT_CLOSE(r.normaliser.squeeze(1), full.normaliser.select(1, t), 1e-11, 1e-12) << "step " << t;
   }

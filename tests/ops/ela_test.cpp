@@ -162,12 +162,22 @@ TEST(ElaWeights, RowsSumToOneAndCausalRowsIgnoreTheFuture) {
   }
 }
 
+// One ops::ela_step on an ElaState, whose key_max is undefined for the kernels without one (the op takes and returns
+// it empty, [0]); returns y_t and updates the state.
+torch::Tensor step(const torch::Tensor& q_t, const torch::Tensor& k_t, const torch::Tensor& v_t,
+                   const ops::ExactKernel& kernel, ops::ElaState& state) {
+  const auto key_max = state.key_max.defined() ? state.key_max : torch::empty({0}, state.kv.options());
+  const auto r = ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, key_max, {.kernel = kernel.name});
+  state = {r.kv, r.k_sum, r.key_max.numel() == 0 ? torch::Tensor() : r.key_max};
+  return r.y;
+}
+
 // Steps a (B=1, H=1) state through x.size(1) tokens; returns the last output and the state.
 std::pair<torch::Tensor, ops::ElaState> decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const ops::ExactKernel& kernel) {
   auto state = ops::ela_initial_state(q.size(0), q.size(2), q.size(3), v.size(3), kernel, q.options());
   torch::Tensor y;
-  for (int64_t t = 0; t < q.size(1); ++t) y = ops::ela_step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state);
+  for (int64_t t = 0; t < q.size(1); ++t) y = step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state);
   return {y, state};
 }
 
@@ -179,8 +189,8 @@ TEST(ElaDecode, StepsEqualTheForward) {
     auto full = ops::ela_fused(q, k, v, kernel, true);
     auto state = ops::ela_initial_state(2, 3, 4, 5, kernel, q.options());
     for (int64_t t = 0; t < 12; ++t)
-      EXPECT_CLOSE(ops::ela_step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state), full.select(1, t),
-                   1e-11, 1e-12);
+      EXPECT_CLOSE(step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state), full.select(1, t), 1e-11,
+                   1e-12);
   }
 }
 

@@ -171,29 +171,34 @@ TEST(FemSoftmaxRead, CapClampsBetaVAndGradientsAreFiniteDifferences) {
         {q, k, v, beta}));
 }
 
+// ops::normalised_read of an op's (numerator, normaliser).
+torch::Tensor normalised_read_of(const ops::PriorRead& read, double eps) {
+  return ops::normalised_read(read.numerator, read.normaliser, eps);
+}
+
 TEST(AftNaive, MatchesTheExplicitPrefixSoftmaxPerChannel) {
   const int64_t B = 2, T = 8, C = 3;
   auto k = rnd({B, T, C}, 15) * 5, v = rnd({B, T, C}, 16);
-  auto read = ops::normalised_read(ops::aft_naive(k, v), 1e-30);
+  auto read = normalised_read_of(ops::aft_naive(k, v), 1e-30);
   for (int64_t t = 0; t < T; ++t) {
     auto w = torch::softmax(k.narrow(1, 0, t + 1), 1);  // over i <= t, per channel
     EXPECT_CLOSE(read.select(1, t), (w * v.narrow(1, 0, t + 1)).sum(1), 1e-12, 1e-13);
   }
   // Huge keys stay finite (running max), and the step form equals the loop.
-  auto big = ops::normalised_read(ops::aft_naive(k * 1e3, v), 1e-30);
+  auto big = normalised_read_of(ops::aft_naive(k * 1e3, v), 1e-30);
   EXPECT_TRUE(torch::isfinite(big).all().item<bool>());
   auto kg = k.clone().requires_grad_(), vg = v.clone().requires_grad_();
   EXPECT_TRUE(testing::gradcheck(
-      [](const std::vector<torch::Tensor>& x) { return ops::normalised_read(ops::aft_naive(x[0], x[1]), 1e-30); },
+      [](const std::vector<torch::Tensor>& x) { return normalised_read_of(ops::aft_naive(x[0], x[1]), 1e-30); },
       {kg, vg}));
 }
 
 TEST(AftNaive, MaskRemovesPaddedPositions) {
   auto k = rnd({1, 6, 2}, 17), v = rnd({1, 6, 2}, 18);
   auto mask = torch::tensor({true, false, true, true, false, true}).view({1, 6});
-  auto masked = ops::normalised_read(ops::aft_naive(k, v, mask), 1e-30);
+  auto masked = normalised_read_of(ops::aft_naive(k, v, mask), 1e-30);
   auto keep = torch::tensor(std::vector<int64_t>{0, 2, 3, 5});
-  auto compact = ops::normalised_read(ops::aft_naive(k.index_select(1, keep), v.index_select(1, keep)), 1e-30);
+  auto compact = normalised_read_of(ops::aft_naive(k.index_select(1, keep), v.index_select(1, keep)), 1e-30);
   EXPECT_CLOSE(masked.index_select(1, keep), compact, 1e-12, 1e-14);
 }
 

@@ -97,7 +97,9 @@ TEST(FusedAft, DecodeStepsReproduceTheFusedScan) {
   auto state = ops::aft_initial_state(2, 5, in.k.options());
   std::vector<torch::Tensor> num, den;
   for (int64_t t = 0; t < 130; ++t) {
-    auto r = ops::aft_step(in.k.select(1, t), in.v.select(1, t), state, in.mask.select(1, t));
+    auto r = ops::aft_step(in.k.select(1, t), in.v.select(1, t), state.numerator, state.normaliser, state.key_max,
+                           {.mask_t = in.mask.select(1, t)});
+    state = {r.state_numerator, r.state_normaliser, r.key_max};
     num.push_back(r.numerator);
     den.push_back(r.normaliser);
   }
@@ -168,7 +170,8 @@ TEST(FusedSsm, SavesStatesOnlyAtCheckpoints) {
     if (t % 64 == 0) {
       EXPECT_CLOSE(r.checkpoints.select(1, t / 64), state.transpose(1, 2), 1e-12, 1e-14) << "t " << t;
     }
-    ops::ssm_step(in.u.select(1, t), in.delta.select(1, t), in.A, in.b.select(1, t), in.c.select(1, t), state);
+    state = ops::ssm_step(in.u.select(1, t), in.delta.select(1, t), in.A, in.b.select(1, t), in.c.select(1, t), state)
+                .state;
   }
 }
 
@@ -177,8 +180,12 @@ TEST(FusedSsm, DecodeStepsReproduceTheFusedScan) {
   const auto fused = ops::ssm_scan_fused(in.u, in.delta, in.A, in.b, in.c);
   auto state = torch::zeros({2, 5, 3}, torch::kDouble);
   std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < 130; ++t)
-    ys.push_back(ops::ssm_step(in.u.select(1, t), in.delta.select(1, t), in.A, in.b.select(1, t), in.c.select(1, t), state));
+  for (int64_t t = 0; t < 130; ++t) {
+    const auto r = ops::ssm_step(in.u.select(1, t), in.delta.select(1, t), in.A, in.b.select(1, t), in.c.select(1, t),
+                                 state);
+    state = r.state;
+    ys.push_back(r.y);
+  }
   EXPECT_CLOSE(fused, torch::stack(ys, 1), 1e-12, 1e-14);
 }
 

@@ -25,7 +25,7 @@ void compare(const Shape& s, bool causal, const torch::Tensor& mask, uint64_t se
   auto run = [&](ops::Impl which, torch::ScalarType type) {
     auto leaf = [type](const torch::Tensor& t) { return t.to(type).detach().clone().requires_grad_(); };
     auto qq = leaf(q), kk = leaf(k), vv = leaf(v);
-    auto out = ops::softmax_attention(qq, kk, vv, causal, scale, mask, which);
+    auto out = ops::attention(qq, kk, vv, {.causal = causal, .scale = scale, .key_mask = mask, .impl = which});
     out.backward(dout.to(type));
     return std::vector<torch::Tensor>{out, qq.grad(), kk.grad(), vv.grad()};
   };

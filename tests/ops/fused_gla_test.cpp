@@ -96,7 +96,8 @@ void expect_steps_match_scan(const Shape& s, const torch::Tensor& a) {
   auto state = ops::linear_attention_initial_state(s.B, s.H, s.dk, s.dv, q.options());
   std::vector<torch::Tensor> numerators, normalisers;
   for (int64_t t = 0; t < s.T; ++t) {
-    auto r = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), state);
+    auto r = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), state.kv, state.k_sum);
+    state = {r.kv, r.k_sum};
     numerators.push_back(r.numerator);
     normalisers.push_back(r.normaliser);
   }

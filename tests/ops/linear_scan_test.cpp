@@ -72,8 +72,10 @@ TEST(LinearScans, DecodeStepsEqualNaive) {
   auto s_lin = ops::linear_attention_initial_state(B, H, dk, dv, q.options());
   auto s_gla = ops::linear_attention_initial_state(B, H, dk, dv, q.options());
   for (int64_t t = 0; t < T; ++t) {
-    auto r1 = ops::linear_attention_step(q.select(1, t), k.select(1, t), v.select(1, t), s_lin);
-    auto r2 = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), s_gla);
+    auto r1 = ops::linear_attention_step(q.select(1, t), k.select(1, t), v.select(1, t), s_lin.kv, s_lin.k_sum);
+    auto r2 = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), s_gla.kv, s_gla.k_sum);
+    s_lin = {r1.kv, r1.k_sum};
+    s_gla = {r2.kv, r2.k_sum};
     EXPECT_CLOSE(r1.numerator.squeeze(1), lin.numerator.select(1, t), 1e-12, 1e-13);
     EXPECT_CLOSE(r1.normaliser.squeeze(1), lin.normaliser.select(1, t), 1e-12, 1e-13);
     EXPECT_CLOSE(r2.numerator.squeeze(1), gla.numerator.select(1, t), 1e-12, 1e-13);
@@ -88,7 +90,7 @@ TEST(LinearScans, FiniteDifferenceGradients) {
     EXPECT_TRUE(testing::gradcheck(
         [causal](const std::vector<torch::Tensor>& x) {
           auto r = ops::linear_attention_naive(x[0], x[1], x[2], causal);
-          return ops::normalised_read(r, 1e-9);
+          return ops::normalised_read(r.numerator, r.normaliser, 1e-9);
         },
         {q, k, v}));
   EXPECT_TRUE(testing::gradcheck(

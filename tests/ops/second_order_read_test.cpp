@@ -29,7 +29,7 @@ TEST(SecondOrderRead, Mha2nd1stLinearFormEqualsExplicitCovariance) {
       if (!causal && T != S) continue;
       std::vector<torch::Tensor> in = {rnd({2, T, 3, 4}, 1), rnd({2, S, 3, 4}, 2),
                                        torch::rand({3}, torch::kDouble) + 1.0, rnd({3}, 3) * 0.3};
-      auto fast = with_grads([&](const auto& t) { return ops::mha2nd1st_read(t[0], t[1], t[2], t[3], causal); }, in);
+      auto fast = with_grads([&](const auto& t) { return ops::mha2nd1st_read_fused(t[0], t[1], t[2], t[3], causal); }, in);
       auto ref = with_grads([&](const auto& t) { return ops::mha2nd1st_read_covariance(t[0], t[1], t[2], t[3], causal); }, in);
       for (size_t i = 0; i < ref.size(); ++i) EXPECT_CLOSE(fast[i], ref[i], 1e-10, 1e-12) << "entry " << i;
     }
@@ -38,17 +38,17 @@ TEST(SecondOrderRead, Mha2nd1stLinearFormEqualsExplicitCovariance) {
 TEST(SecondOrderRead, LightLinearFormEqualsExplicitCovariance) {
   for (bool causal : {true, false}) {
     std::vector<torch::Tensor> in = {rnd({2, 5, 2, 3}, 4), rnd({2, 5, 2, 3}, 5), rnd({2, 5, 2, 6}, 6), rnd({2}, 7)};
-    auto fast = with_grads([&](const auto& t) { return ops::light2nd1st_read(t[0], t[1], t[2], 0.7, t[3], causal); }, in);
+    auto fast = with_grads([&](const auto& t) { return ops::light2nd1st_read_fused(t[0], t[1], t[2], 0.7, t[3], causal); }, in);
     auto ref = with_grads(
         [&](const auto& t) { return ops::light2nd1st_read_covariance(t[0], t[1], t[2], 0.7, t[3], causal); }, in);
     for (size_t i = 0; i < ref.size(); ++i) EXPECT_CLOSE(fast[i], ref[i], 1e-10, 1e-12) << "entry " << i;
   }
   EXPECT_TRUE(testing::gradcheck(
-      [](const auto& t) { return ops::light2nd1st_read(t[0], t[1], t[2], 0.7, t[3], true); },
+      [](const auto& t) { return ops::light2nd1st_read_fused(t[0], t[1], t[2], 0.7, t[3], true); },
       {rnd({1, 4, 2, 3}, 8).requires_grad_(), rnd({1, 4, 2, 3}, 9).requires_grad_(), rnd({1, 4, 2, 2}, 10).requires_grad_(),
        rnd({2}, 11).requires_grad_()}));
   EXPECT_TRUE(testing::gradcheck(
-      [](const auto& t) { return ops::mha2nd1st_read(t[0], t[1], t[2], t[3], true); },
+      [](const auto& t) { return ops::mha2nd1st_read_fused(t[0], t[1], t[2], t[3], true); },
       {rnd({1, 4, 2, 3}, 12).requires_grad_(), rnd({1, 4, 2, 3}, 13).requires_grad_(),
        (torch::rand({2}, torch::kDouble) + 1).requires_grad_(), rnd({2}, 14).requires_grad_()}));
   // The naive twins (naive.cpp), by finite differences too.
@@ -98,19 +98,21 @@ TEST(SecondOrderRead, NewtonStepOfTheHelmholtzEnergy) {
   auto newton_solve = torch::matmul(M, at::linalg_solve(A, q - kbar));
   EXPECT_CLOSE(newton_pinv, newton_solve, 1e-8, 1e-10);
   // First-order Taylor: A^-1 ~ I + Cov/T, i.e. the MHA2nd1st read u + b with c = 1/T, mapped by M.
-  auto read = ops::mha2nd1st_read(q.view({1, 1, 1, dh}), F.keys.view({1, N, 1, dh}), torch::full({1}, T, torch::kDouble),
-                                  torch::full({1}, 1.0 / T, torch::kDouble), /*causal=*/false).view({dh});
+  auto read = ops::mha2nd1st_read_fused(q.view({1, 1, 1, dh}), F.keys.view({1, N, 1, dh}),
+                                        torch::full({1}, T, torch::kDouble), torch::full({1}, 1.0 / T, torch::kDouble),
+                                        /*causal=*/false)
+                  .view({dh});
   auto u = q - kbar;
   EXPECT_CLOSE(read, u + torch::matmul(cov, u) / T, 1e-10, 1e-12);
 }
 
 TEST(SecondOrderRead, RejectsBadPerHeadParameters) {
-  EXPECT_THROW(ops::mha2nd1st_read(rnd({1, 3, 2, 4}, 1), rnd({1, 3, 2, 4}, 2), torch::ones({3}, torch::kDouble),
-                                   torch::ones({2}, torch::kDouble), true),
+  EXPECT_THROW(ops::mha2nd1st_read_fused(rnd({1, 3, 2, 4}, 1), rnd({1, 3, 2, 4}, 2), torch::ones({3}, torch::kDouble),
+                                         torch::ones({2}, torch::kDouble), true),
                c10::Error);
   try {  // a tau with 3 entries for 2 heads
-    ops::light2nd1st_read(rnd({1, 3, 2, 4}, 1), rnd({1, 3, 2, 4}, 2), rnd({1, 3, 2, 4}, 3), 1.0,
-                          torch::ones({3}, torch::kDouble), true);
+    ops::light2nd1st_read_fused(rnd({1, 3, 2, 4}, 1), rnd({1, 3, 2, 4}, 2), rnd({1, 3, 2, 4}, 3), 1.0,
+                                torch::ones({3}, torch::kDouble), true);
     ADD_FAILURE() << "a 3-entry tau for 2 heads was accepted";
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("per-head parameters must have 2 entries"), std::string::npos) << e.what();

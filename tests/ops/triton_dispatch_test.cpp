@@ -327,15 +327,17 @@ TEST(TritonDispatch, AutoTakesPassedKernelsOnlyForInputsTheyRead) {
     const auto q = torch::randn({1, 8, 2, dk}, meta), v = torch::randn({1, 8, 2, 16}, meta);
     const auto a = -torch::rand({1, 8, 2}, meta);
     const std::vector<std::string> scan{"seqmix::_gla_forward"}, read{"seqmix::_fem_softmax_forward"}, none;
-    EXPECT_EQ(kernel_operators_called([&] { ops::gla(q, q, v, a, ops::Impl::automatic); }),
+    EXPECT_EQ(kernel_operators_called([&] { ops::gla(q, q, v, a, {.impl = ops::Impl::automatic}); }),
               takes_kernel ? scan : none);
-    EXPECT_EQ(kernel_operators_called([&] { ops::linear_attention(q, q, v, true, ops::Impl::automatic); }),
+    EXPECT_EQ(kernel_operators_called(
+                  [&] { ops::linear_attention(q, q, v, {.causal = true, .impl = ops::Impl::automatic}); }),
               takes_kernel ? scan : none);
     // (SDPA, the fallback, has no Meta kernel for aten::where in a C++ process: Python registers it. What matters
     // is that the fused read's kernel operator was not called.)
     EXPECT_EQ(kernel_operators_called([&] {
                 try {
-                  ops::fem_softmax_read(q, q, v, torch::ones({32}, meta), 20.0, true, 0.25, {}, ops::Impl::automatic);
+                  ops::fem_softmax_read(q, q, v, torch::ones({32}, meta),
+                                        {.cap = 20.0, .causal = true, .scale = 0.25, .impl = ops::Impl::automatic});
                 } catch (const c10::Error&) {
                   if (takes_kernel) throw;
                 }

@@ -31,6 +31,9 @@ class Config {
   bool flag(const std::string& key) const;
   const std::string& text(const std::string& key) const;
   std::vector<std::string> list(const std::string& key) const;
+  // The values of `keys` (declared in the schema) as Options, so that they are read into a struct through its
+  // Field<O>s (declaration.h) as every component's options are (the trainer's: train_config_from).
+  Options options(const std::vector<OptionInfo>& keys) const;
 
   // The resolved configuration as nested YAML (every key, defaults included).
   std::string to_yaml() const;

@@ -6,6 +6,7 @@
 
 #include "seqmix/layers/prior_mixer.h"
 #include "seqmix/ops/impl.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -20,7 +21,6 @@ class DeltaRuleImpl : public PriorMixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& delta_mixer_declaration();
 
 }  // namespace seqmix

@@ -17,6 +17,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "seqmix/layers/mixer.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -62,7 +63,6 @@ class EnergyMixerImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& energy_mixer_declaration();
 
 }  // namespace seqmix

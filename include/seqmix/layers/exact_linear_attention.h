@@ -8,6 +8,7 @@
 
 #include "seqmix/layers/mixer.h"
 #include "seqmix/ops/impl.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix::ops {
 struct ExactKernel;
@@ -54,7 +55,6 @@ class ExactLinearAttentionImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& ela_mixer_declaration();
 
 }  // namespace seqmix

@@ -18,6 +18,7 @@
 #include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/time_decay_conditioner.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -96,7 +97,6 @@ class FemImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& fem_mixer_declaration();
 
 }  // namespace seqmix

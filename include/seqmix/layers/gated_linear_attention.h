@@ -8,6 +8,7 @@
 #include "seqmix/ops/impl.h"
 #include "seqmix/layers/prior_mixer.h"
 #include "seqmix/modules/feature_map.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -29,7 +30,6 @@ class GatedLinearAttentionImpl : public PriorMixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& gla_mixer_declaration();
 
 }  // namespace seqmix

@@ -11,6 +11,7 @@
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/causal_conv.h"
 #include "seqmix/ops/hypermlp.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -65,7 +66,6 @@ class HyperMlpImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& hypermlp_mixer_declaration();
 const MixerDeclaration& hyperglu_mixer_declaration();
 

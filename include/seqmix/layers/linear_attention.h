@@ -5,6 +5,7 @@
 #include "seqmix/ops/impl.h"
 #include "seqmix/layers/prior_mixer.h"
 #include "seqmix/modules/feature_map.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -24,7 +25,6 @@ class LinearAttentionImpl : public PriorMixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& linear_mixer_declaration();
 
 }  // namespace seqmix

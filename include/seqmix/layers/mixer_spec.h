@@ -1,10 +1,9 @@
 #pragma once
-// A mixer's declaration, written beside its layer (src/layers/<mixer>.cpp): its name and one-line meaning, each
-// option bound to a field of the layer's Options struct (Field<O>, include/seqmix/io/declaration.h, as every
-// registered component's: the default shown by `seqmix list` is the struct's own), notes for `seqmix list`, the
-// checks across options, and how the model's context fills the rest. The
-// registry (src/models/registry.cpp) is the list of these declarations; a spec string is parsed once, by
-// parse_mixer_spec, into a MixerSpec holding the typed Options.
+// A mixer's declaration, written beside its layer (src/layers/<mixer>.cpp), on the declaration template every
+// registered component shares (include/seqmix/io/declaration.h: each option bound to a field of the layer's Options
+// struct, so the default shown by `seqmix list` is the struct's own). The registry (src/models/registry.cpp) is the
+// list of these declarations; a spec string is parsed once, by parse_spec as every kind's, into a MixerSpec holding
+// the typed Options.
 #include <any>
 #include <functional>
 #include <memory>
@@ -34,72 +33,51 @@ struct MixerContext {
   bool raw_values = false;
 };
 
-// A mixer's declaration with its Options type erased: the registry is a list of these.
-struct MixerDeclaration {
-  ComponentInfo info;
-  // Has an identity value path for the probe model (MixerContext::raw_values).
-  bool reads_raw_values = false;
-  // Validated options -> the Options struct (an std::any holding O), its cross-option checks passed.
-  std::function<std::any(const Options&)> parse;
-  // The parsed Options, placed in the model's context -> the layer.
-  std::function<Mixer(const std::any& options, const MixerContext&)> build;
-};
-
-// The declaration of a mixer on Options O: `fields` read a spec into O{} (an option left out keeps the struct's
-// default), `check` tests the options together (it throws Error), `place` fills in what the model's context
-// decides (the width, the longest sequence, raw values), and `make` builds the layer.
+// A mixer's declaration, on the one declaration template of every component (DeclarationOf, declaration.h): its
+// name and meaning, each option bound to a field of its layer's Options struct O, the checks across options, notes
+// for `seqmix list`, and `make`, which places the options in the model's context (the width, the longest sequence,
+// raw values) and builds the layer. The registry is the list of these (src/models/registry.cpp).
+using MixerDeclaration = Declaration<Mixer, const MixerContext&>;
 template <class O>
-struct MixerDeclarationOf {
-  std::string name, meaning;
-  std::vector<Field<O>> fields;
-  void (*place)(const MixerContext&, O&) = nullptr;
-  Mixer (*make)(const O&) = nullptr;
-  void (*check)(const O&) = nullptr;
-  std::vector<std::string> notes = {};
-  bool reads_raw_values = false;
+using MixerDeclarationOf = DeclarationOf<O, Mixer, const MixerContext&>;
 
-  MixerDeclaration erase() const {
-    MixerDeclaration d;
-    d.info.name = name;
-    d.info.meaning = meaning;
-    for (const auto& f : fields) d.info.options.push_back(f.info);
-    d.info.notes = notes;
-    d.reads_raw_values = reads_raw_values;
-    d.parse = [fields = fields, check = check](const Options& o) -> std::any {
-      O options;
-      for (const auto& f : fields) f.read(o, options);
-      if (check) check(options);
-      return options;
-    };
-    d.build = [place = place, make = make](const std::any& parsed, const MixerContext& context) -> Mixer {
-      O options = std::any_cast<const O&>(parsed);
-      place(context, options);
-      return make(options);
-    };
-    return d;
-  }
+// What a mixer's make throws when the model asks for raw values (MixerContext::raw_values: the probe model) and the
+// mixer has no identity value path; build_mixer turns it into an Error naming the mixer.
+struct NoRawValueRead : std::runtime_error {
+  NoRawValueRead() : std::runtime_error("the mixer has no raw-value read") {}
 };
+inline void refuse_raw_values(const MixerContext& context) {
+  if (context.raw_values) throw NoRawValueRead();
+}
 
-// A spec string parsed once: its declaration, its typed Options, and the spec with every option spelled out.
-// Runs, models and benchmarks hold these, so the text is parsed where it enters (the command line, a config).
-struct MixerSpec {
+// The make of a mixer whose layer L is built from its Options O with the model's width: a layer whose options have a
+// raw-value read (O::raw_values: softmax, relu) takes the probe's raw values; any other refuses them.
+template <class L, class O>
+Mixer make_layer(const O& options, const MixerContext& context) {
+  O placed = options;
+  placed.dim = context.dim;
+  if constexpr (requires { placed.raw_values; })
+    placed.raw_values = context.raw_values;
+  else
+    refuse_raw_values(context);
+  return std::make_shared<L>(placed);
+}
+
+// A mixer spec parsed once (parse_spec against the mixers' declarations: models/registry.h): its declaration, its
+// typed Options and its text with every option spelled out. Runs, models and benchmarks hold these, so the text is
+// parsed where it enters (the command line, a config).
+struct MixerSpec : ParsedSpec<Mixer, const MixerContext&> {
   MixerSpec() = default;
-  MixerSpec(const MixerDeclaration* declaration, std::any options, std::string resolved)
-      : declaration(declaration), options(std::move(options)), resolved(std::move(resolved)) {}
+  explicit MixerSpec(ParsedSpec<Mixer, const MixerContext&> parsed) : ParsedSpec(std::move(parsed)) {}
   // Parses `text` (the registry's parse_mixer_spec), so a spec string can stand where a MixerSpec is expected.
   MixerSpec(const std::string& text);  // NOLINT(google-explicit-constructor)
   MixerSpec(const char* text) : MixerSpec(std::string(text)) {}  // NOLINT(google-explicit-constructor)
-
-  const MixerDeclaration* declaration = nullptr;
-  std::any options;
-  std::string resolved;
-  const std::string& name() const { return declaration->info.name; }
 };
 
 // The resolved texts of `specs`, e.g. for config.yaml.
 inline std::vector<std::string> resolved_texts(const std::vector<MixerSpec>& specs) {
   std::vector<std::string> texts;
-  for (const auto& s : specs) texts.push_back(s.resolved);
+  for (const auto& s : specs) texts.push_back(s.text);
   return texts;
 }
 

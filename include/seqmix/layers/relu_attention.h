@@ -2,6 +2,7 @@
 // Multi-head ReLU attention (HyperMLP's "R"): ReLU(L2Norm_t(q_t K^T)) V per head, no score scale
 // (the row L2 norm makes it scale-free).
 #include "seqmix/layers/kv_attention.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -22,7 +23,6 @@ class ReluAttentionImpl : public KVAttentionImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& relu_mixer_declaration();
 
 }  // namespace seqmix

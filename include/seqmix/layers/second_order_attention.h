@@ -7,6 +7,7 @@
 // weights are MHA's plus the per-head temperature T_h (init sqrt(2 d_h)) and bias temperature (init 0.01).
 // LightMHA2nd1st: y = W_O [vbar_h + tau_h Cov_p(v_h) vbar_h]_h, tau_h learnable (init 0.01).
 #include "seqmix/layers/kv_attention.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -52,7 +53,6 @@ class Mha2nd1stImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& mha2nd1st_mixer_declaration();
 const MixerDeclaration& light2nd1st_mixer_declaration();
 

@@ -7,6 +7,7 @@
 #include "seqmix/ops/impl.h"
 #include "seqmix/layers/mixer.h"
 #include "seqmix/modules/causal_conv.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -44,7 +45,6 @@ class SelectiveSSMImpl : public MixerImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& ssm_mixer_declaration();
 
 }  // namespace seqmix

@@ -2,6 +2,7 @@
 // Multi-head softmax attention (the "S" baseline): softmax(scale * q k^T) v per head.
 #include "seqmix/ops/impl.h"
 #include "seqmix/layers/kv_attention.h"
+#include "seqmix/layers/mixer_spec.h"
 
 namespace seqmix {
 
@@ -28,7 +29,6 @@ class SoftmaxAttentionImpl : public KVAttentionImpl {
 };
 
 // The mixer's declaration for the registry (options, defaults, checks): beside the layer, in its .cpp.
-struct MixerDeclaration;
 const MixerDeclaration& softmax_mixer_declaration();
 
 }  // namespace seqmix

@@ -20,7 +20,7 @@ const std::vector<ComponentInfo>& channel_mixer_infos();
 const std::vector<ComponentInfo>& residual_infos();
 
 // Every mixer's declaration, in `seqmix list` order (each is written beside its layer).
-const std::vector<const MixerDeclaration*>& mixer_declarations();
+const std::vector<MixerDeclaration>& mixer_declarations();
 // Parses a mixer spec once: its options validated (unknown names and keys, types, ranges) and read into the
 // layer's Options struct, their cross-checks passed. Throws Error naming the mixer and the option at fault.
 MixerSpec parse_mixer_spec(const std::string& spec);

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 #include "seqmix/ops/prior_read.h"
 
@@ -27,9 +28,6 @@ AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOpti
 // cu_seqlens (int64 [N+1], B = 1): N packed sequences, each read from a fresh state (here and below).
 PriorRead aft_naive(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask = {},
                     const at::Tensor& cu_seqlens = {});
-// One step: k_t, v_t [B,C], mask_t [B] or undefined; returns numerator and normaliser [B,1,C]. Through the
-// dispatcher (torch.ops.seqmix.aft_step).
-PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});
 
 // Fused twin of aft_naive (src/ops/aft/fused.cpp): one pass per (batch, channel) with the causal running
 // max, and a reverse scan for the backward; O(T C) memory. Same outputs and gradients (k, v) as aft_naive.
@@ -50,13 +48,13 @@ struct AftReadWithState {
 AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor& k, const at::Tensor& mask,
                                    const AftState& initial, bool final_state, const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.aft).
+// The implementations of torch.ops.seqmix.aft and fem_aft_read, whose C++ entry points ops::aft, ops::aft_step and
+// ops::fem_aft_read (operators.h) are generated from their schemas.
 constexpr ImplSet kAftImpls{{Impl::fused, Impl::naive}, {"seqmix::_aft_forward"}};
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
-              const at::Tensor& cu_seqlens = {});
 
 namespace native {
-// What the operators run: the chosen implementation, and the recurrent step's kernel.
+// What the operators run: the chosen implementation, and the recurrent step (k_t, v_t [B,C], mask_t [B] or
+// undefined; returns numerator and normaliser [B,1,C]).
 PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
               const at::Tensor& cu_seqlens = {});
 PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 namespace seqmix::ops {
 
@@ -40,16 +41,12 @@ at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, con
                                    double scale, const at::Tensor& key_mask = {},
                                    const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused, naive or torch, through the dispatcher (torch.ops.seqmix.attention), so reduced
-// precision, autocast and the device's kernel apply.
+// The implementations of torch.ops.seqmix.attention, whose C++ entry point ops::attention (operators.h) is
+// generated from its schema, as relu_attention's (relu_attention_naive through the dispatcher) is.
 constexpr ImplSet kSoftmaxAttentionImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_attention_forward"}};
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
-// relu_attention_naive through the dispatcher (torch.ops.seqmix.relu_attention).
-at::Tensor relu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps);
 
 namespace native {
-// What the operator behind softmax_attention runs: the chosen implementation through causal_outputs.
+// What the operator behind ops::attention runs: the chosen implementation through causal_outputs.
 at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
                              const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
 }  // namespace native

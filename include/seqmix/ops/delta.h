@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/prior_read.h"
 
@@ -19,17 +20,11 @@ namespace seqmix::ops {
 // read of ones. O(T^2) memory per head; autograd through ATen.
 PriorRead delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta);
 
-// One decode step on linear attention's state layout (kv = S [B,H,dk,dv], k_sum = z [B,H,dk]); beta_t [B,H].
-// Returns numerator [B,1,H,dv] and normaliser [B,1,H], like linear_attention_step. Through the dispatcher
-// (torch.ops.seqmix.delta_rule_step).
-PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
-                          LinearAttentionState& state);
-
-// The one entry point, through the dispatcher (torch.ops.seqmix.delta_rule): in reduced precision it computes in
-// float32, as every operator does (ATen's triangular solve has no bfloat16 kernel). The delta rule has its naive
-// (parallel) form only; decoding uses delta_rule_step.
+// The implementations of torch.ops.seqmix.delta_rule, whose C++ entry points ops::delta_rule and
+// ops::delta_rule_step (operators.h) are generated from their schemas: in reduced precision it computes in float32,
+// as every operator does (ATen's triangular solve has no bfloat16 kernel). The delta rule has its naive (parallel)
+// form only; decoding uses delta_rule_step.
 constexpr ImplSet kDeltaRuleImpls{Impl::naive};
-PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
 
 // The delta rule continued from `initial` (linear attention's state layout; undefined = zeros) and, when
 // `final_state`, the state after position T: exact, by the error-correction form S_t = S_{t-1} + b_t k_t (v_t -
@@ -41,7 +36,8 @@ ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, co
                                     const LinearAttentionState& initial, bool final_state, Impl impl);
 
 namespace native {
-// What the operators run: the naive form through causal_outputs, and the recurrent step's kernel.
+// What the operators run: the naive form through causal_outputs, and the recurrent step on linear attention's state
+// layout (kv = S [B,H,dk,dv], k_sum = z [B,H,dk]; beta_t [B,H]; numerator [B,1,H,dv] and normaliser [B,1,H]).
 PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
 PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
                           LinearAttentionState& state);

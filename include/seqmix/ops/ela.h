@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 #include <functional>
 #include <string>
@@ -68,10 +69,6 @@ struct ElaState {
 };
 ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv, const ExactKernel& kernel,
                            const at::TensorOptions& options);
-// One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv] -> y_t [B,H,dv]; updates the state. Through the dispatcher
-// (torch.ops.seqmix.ela_step, which finds the kernel by its registered name).
-at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
-                    ElaState& state, double eps = 1e-8);
 
 // State handoff for the causal read (flash-linear-attention's initial_state / output_final_state): y of positions
 // 1..T when `initial` (kv and k_sum, plus key_max for hadamard_exp; all undefined = a fresh state) already holds
@@ -87,14 +84,14 @@ ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tenso
                                    const at::Tensor& v, const ExactKernel& kernel, double eps,
                                    const ElaState& initial, bool final_state);
 
-// The one entry point, through the dispatcher (torch.ops.seqmix.ela, which finds the kernel by its registered
-// name): fused (the linear form) or naive (the explicit quadratic form).
+// The implementations of torch.ops.seqmix.ela (which finds the kernel by its registered name), whose C++ entry
+// points ops::ela and ops::ela_step (operators.h) are generated from their schemas: fused (the linear form) or naive
+// (the explicit quadratic form).
 constexpr ImplSet kElaImpls{{Impl::fused, Impl::naive}, {"seqmix::_ela_hadamard_forward", "seqmix::_gla_forward"}};
-at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
-               double eps, Impl impl);
 
 namespace native {
-// What the operators run: the chosen form through causal_outputs, and the recurrent step's kernel.
+// What the operators run: the chosen form through causal_outputs, and the recurrent step (q_t, k_t [B,H,dk], v_t
+// [B,H,dv] -> y_t [B,H,dv]; updates the state).
 at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
                double eps, Impl impl);
 at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,

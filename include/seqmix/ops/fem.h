@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 namespace seqmix::ops {
 
@@ -16,18 +17,15 @@ constexpr double kMaxConstantShiftCap = 43.0;  // exp(-2*43) > fp32's smallest n
 // Largest cap the fused softmax read takes in float32 (its bounds, src/ops/fem/README.md).
 constexpr double kFemFusedMaxCap = 40.0;
 
-struct FemValues {
-  at::Tensor clipped;  // v clamped to [-cap/beta, cap/beta] (the mean branch reads it too); v when cap = 0
-  at::Tensor scaled;   // u = beta * clipped
-};
-// v [...,C], beta [C] > 0. The clamp uses minimum/maximum so beta gets a gradient through the limit. Through the
-// dispatcher (torch.ops.seqmix.fem_scale_values); native::fem_scale_values is what the operator runs.
-FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap);
+// The outputs of torch.ops.seqmix.fem_scale_values (ops::fem_scale_values, operators.h): clipped is v clamped to
+// [-cap/beta, cap/beta] (the mean branch reads it too; v when cap = 0), scaled is u = beta * clipped.
+using FemValues = FemScaleValuesOutputs;
 namespace native {
+// v [...,C], beta [C] > 0. The clamp uses minimum/maximum so beta gets a gradient through the limit.
 FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap);
-}  // namespace native
 // L / beta with L = log(z) + shift: z [...,C] the read of exp(u - shift), shift broadcastable.
 at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta);
+}  // namespace native
 
 struct FemRead {
   at::Tensor mean;         // mu [B,T,H,dv]
@@ -48,14 +46,13 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
 FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                double cap, bool causal, double scale, const at::Tensor& key_mask = {});
 
-// The softmax prior's read through the dispatcher (torch.ops.seqmix.fem_softmax_read): fused, naive, or torch:
+// The implementations of the softmax prior's read (torch.ops.seqmix.fem_softmax_read, whose C++ entry point
+// ops::fem_softmax_read, operators.h, is generated from its schema): fused, naive, or torch:
 // one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
 // authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device. The fused form
 // has a GPU kernel too (src/ops/fem/fused_cuda.cpp: the Triton kernels, float32/float16/bfloat16 inputs); it has not
 // yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
 constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_fem_softmax_forward"}};
-FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
 namespace native {
 // What the operator runs: the chosen implementation through causal_outputs.
 FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,

@@ -10,6 +10,7 @@
 #include "seqmix/ops/impl.h"
 
 #include "seqmix/ops/linear_attention.h"
+#include "seqmix/ops/operators.h"
 #include "seqmix/ops/prior_read.h"
 
 namespace seqmix::ops {
@@ -18,11 +19,6 @@ namespace seqmix::ops {
 // so it is stable for any length), materialised as [B,H,T,T] (per head) or [B,H,T,T,dk] (per key).
 PriorRead gla_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& log_decay, const at::Tensor& cu_seqlens = {});
-
-// One decode step; the state has the layout of linear attention's. log_decay_t [B,H] or [B,H,dk]. Through the
-// dispatcher (torch.ops.seqmix.gla_step).
-PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                   const at::Tensor& log_decay_t, LinearAttentionState& state);
 
 // Fused scan with a hand-written backward (derivations in README.md), O(T d) memory (chunk-boundary states
 // saved for the backward), float32/float64. Per head (src/ops/gla/fused.cpp): chunks of 64 positions in log
@@ -41,13 +37,13 @@ PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 PriorRead gla_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                       const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.gla).
+// The implementations of torch.ops.seqmix.gla and fem_gla_read, whose C++ entry points ops::gla, ops::gla_step and
+// ops::fem_gla_read (operators.h) are generated from their schemas.
 constexpr ImplSet kGlaImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
-PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
-              const at::Tensor& cu_seqlens = {});
 
 namespace native {
-// What the operators run: the chosen implementation through causal_outputs, and the recurrent step's kernel.
+// What the operators run: the chosen implementation through causal_outputs, and the recurrent step (the state has
+// the layout of linear attention's; log_decay_t [B,H] or [B,H,dk]).
 PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
               const at::Tensor& cu_seqlens = {});
 PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,

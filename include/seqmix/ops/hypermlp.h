@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 namespace seqmix::ops {
 
@@ -60,12 +61,13 @@ at::Tensor hypermlp_read_dense(const at::Tensor& q, const at::Tensor& k, const a
                                const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
                                const HyperMixing& mix2, const HyperReadOptions& options);
 
-// The one entry point, through the dispatcher (torch.ops.seqmix.hypermlp_read): fused is the blocked read, naive
-// the dense one. Both are ATen code, so both run on a GPU too.
+// The implementations of torch.ops.seqmix.hypermlp_read, whose C++ entry point ops::hypermlp_read (operators.h) is
+// generated from its schema: fused is the blocked read, naive the dense one. Both are ATen code, so both run on a
+// GPU too.
 constexpr ImplSet kHypermlpReadImpls{Impl::fused, Impl::naive};  // the blocked read is ATen code
-at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
-                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
-                         const HyperReadOptions& options, Impl impl);
+// The arguments of ops::hypermlp_read for the mixings mix1 and mix2 (each undefined: none), options and impl.
+HypermlpReadArgs hypermlp_read_args(const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
+                                    const HyperMixing& mix2, const HyperReadOptions& options, Impl impl);
 
 namespace native {
 // What the operator runs: the chosen read through causal_outputs.

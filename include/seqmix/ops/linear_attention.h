@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 #include "seqmix/ops/prior_read.h"
 
@@ -22,10 +23,6 @@ struct LinearAttentionState {
 };
 LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
                                                     const at::TensorOptions& options);
-// One causal step: q_t, k_t [B,H,dk], v_t [B,H,dv]; updates state, returns the read at t
-// (numerator [B,1,H,dv], normaliser [B,1,H]). Through the dispatcher (torch.ops.seqmix.linear_attention_step).
-PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                                LinearAttentionState& state);
 
 // State handoff, flash-linear-attention's initial_state and output_final_state: the causal read of positions
 // 1..T when `initial` (kv [B,H,dk,dv], k_sum [B,H,dk]; both undefined = zeros) already holds the positions
@@ -60,13 +57,14 @@ PriorRead linear_attention_fused(const at::Tensor& q, const at::Tensor& k, const
 PriorRead linear_attention_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                    const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused, naive or chunked, through the dispatcher (torch.ops.seqmix.linear_attention).
+// The implementations of torch.ops.seqmix.linear_attention and fem_linear_read, whose C++ entry points
+// ops::linear_attention, ops::linear_attention_step and ops::fem_linear_read (operators.h) are generated from their
+// schemas.
 constexpr ImplSet kLinearAttentionImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
-                           const at::Tensor& cu_seqlens = {});
 
 namespace native {
-// What the operators run: the chosen implementation through causal_outputs, and the recurrent step's kernel.
+// What the operators run: the chosen implementation through causal_outputs, and the recurrent step (q_t, k_t
+// [B,H,dk], v_t [B,H,dv]; updates state, returns numerator [B,1,H,dv] and normaliser [B,1,H]).
 PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
                            const at::Tensor& cu_seqlens = {});
 PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,

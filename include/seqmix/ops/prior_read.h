@@ -3,6 +3,8 @@
 // both from the same scan, so E_p[v] = numerator / normaliser exactly.
 #include <ATen/core/Tensor.h>
 
+#include "seqmix/ops/operators.h"
+
 namespace seqmix::ops {
 
 // The normaliser floor of the priors FEM reads through: far below any real normaliser (ReLU+eps features
@@ -15,9 +17,8 @@ struct PriorRead {
   at::Tensor normaliser;  // [B,T,H] (per head, broadcast over dv) or [B,T,C] (per channel)
 };
 
-// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C]. Through the dispatcher
-// (torch.ops.seqmix.normalised_read); native::normalised_read is what the operator runs.
-at::Tensor normalised_read(const PriorRead& read, double eps);
+// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C], what torch.ops.seqmix.normalised_read runs (its C++
+// entry point ops::normalised_read, operators.h, is generated from its schema).
 namespace native {
 at::Tensor normalised_read(const PriorRead& read, double eps);
 }  // namespace native

@@ -10,31 +10,29 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 namespace seqmix::ops {
 
 // q [B,T,H,d], k [B,S,H,d], temperature [H] (T_h > 0), bias_scale [H] (c_h) -> [B,T,H,d].
 // O(N d) form: b = c ((P * (u K^T)) K - kbar (kbar.u)), no d x d matrix.
-at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                          const at::Tensor& bias_scale, bool causal);
+at::Tensor mha2nd1st_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                                const at::Tensor& bias_scale, bool causal);
 // The same with each query's covariance matrix Cov_p(k) [d,d] formed explicitly (the tests' reference).
 at::Tensor mha2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
                                      const at::Tensor& bias_scale, bool causal);
 
 // q, k [B,S..,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]; O(N d) form b = (P * (vbar V^T)) V - vbar ||vbar||^2.
-at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            const at::Tensor& tau, bool causal);
+at::Tensor light2nd1st_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                  const at::Tensor& tau, bool causal);
 // With Cov_p(v) [dv,dv] formed explicitly.
 at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                        const at::Tensor& tau, bool causal);
 
-// The entry points, through the dispatcher (torch.ops.seqmix.mha2nd1st_read, light2nd1st_read): fused is the
-// O(N d) form, naive the one with the covariance formed explicitly. Both are ATen code, so both run on a GPU too.
+// The implementations of torch.ops.seqmix.mha2nd1st_read and light2nd1st_read, whose C++ entry points (operators.h)
+// are generated from their schemas: fused is the O(N d) form, naive the one with the covariance formed explicitly.
+// Both are ATen code, so both run on a GPU too.
 constexpr ImplSet kSecondOrderImpls{Impl::fused, Impl::naive};  // the fused reads are ATen code
-at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                     const at::Tensor& bias_scale, bool causal, Impl impl);
-at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                       const at::Tensor& tau, bool causal, Impl impl);
 
 namespace native {
 // What the operators run: the chosen form through causal_outputs.

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/operators.h"
 
 namespace seqmix::ops {
 
@@ -15,21 +16,15 @@ namespace seqmix::ops {
 at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
                           const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
-// One decode step: u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] (updated); returns y_t [B,C]. Through the
-// dispatcher (torch.ops.seqmix.ssm_step).
-at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
-                    const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
-
 // Fused twin of ssm_scan_naive (src/ops/ssm/fused.cpp): the recurrence per (batch, channel) in
 // registers, states checkpointed every 64 steps and recomputed in the reverse scan of the backward:
 // B*T*C*N/64 saved values instead of the B*T*C*N a materialised scan would keep. Same outputs and gradients (u, delta, A, b, c) as ssm_scan_naive.
 at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                           const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
-// The one entry point: fused or naive, through the dispatcher (torch.ops.seqmix.ssm_scan).
+// The implementations of torch.ops.seqmix.ssm_scan, whose C++ entry points ops::ssm_scan and ops::ssm_step
+// (operators.h) are generated from their schemas.
 constexpr ImplSet kSsmScanImpls{{Impl::fused, Impl::naive}, {"seqmix::_ssm_scan_forward"}};
-at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
 
 // The scan continued from the state h_0 [B,C,N] (undefined = zeros) and, when `final_state`, h_T [B,C,N]
 // (else undefined): exact, with D_t = delta_1 + ... + delta_t [B,T,C], y_t gains sum_n c_t[n] e^{A D_t} h_0 and
@@ -62,7 +57,8 @@ at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParamet
                                at::Tensor& state);
 
 namespace native {
-// What the operators run: the chosen implementation, and the recurrent step's kernel.
+// What the operators run: the chosen implementation, and the recurrent step (u_t, delta_t [B,C], b_t, c_t [B,N],
+// state [B,C,N] (updated); returns y_t [B,C]).
 at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
                     const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
 at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,

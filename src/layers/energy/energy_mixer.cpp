@@ -127,7 +127,7 @@ torch::Tensor EnergyMixerImpl::taylor_direction(const torch::Tensor& z, const to
   const int64_t H = options_.heads, dh = head_dim_, D = options_.dim;
   auto q = split_heads(w1(z.to(w1->weight.scalar_type())), H), k = split_heads(w2(h), H);
   auto temps = torch::full({H}, temperature_, z.options());
-  auto read = ops::mha2nd1st(q, k, temps, temps.reciprocal(), /*causal=*/true, ops::Impl::automatic);  // [B,T,H,dh]
+  auto read = ops::mha2nd1st_read(q, k, temps, temps.reciprocal(), {.causal = true});  // [B,T,H,dh]
   return query_preimage(w1->weight.view({H, dh, D}), read).mean(2);                             // [B,T,D]
 }
 
@@ -192,8 +192,6 @@ torch::Tensor EnergyMixerImpl::step(const torch::Tensor& x_t, DecodeState& state
 }
 
 namespace {
-void place_energy(const MixerContext& context, EnergyMixerOptions& o) { o.dim = context.dim; }
-Mixer make_energy(const EnergyMixerOptions& o) { return std::make_shared<EnergyMixerImpl>(o); }
 
 // An option the chosen recipe would ignore, set to another value than its default, is an error.
 void check_energy(const EnergyMixerOptions& e) {
@@ -226,8 +224,7 @@ const MixerDeclaration& energy_mixer_declaration() {
                      Field<O>::real("temperature", &O::temperature, "T (0 = sqrt(head width))", 0.0),
                      Field<O>::real("p", &O::p, "exponent of the lp local energy", 1.0),
                      Field<O>::real("delta", &O::delta, "threshold of the huber local energy", 1e-12)},
-          .place = place_energy,
-          .make = make_energy,
+          .make = make_layer<EnergyMixerImpl, EnergyMixerOptions>,
           .check = check_energy}
           .erase();
   return declaration;

@@ -22,7 +22,7 @@ LightMha2nd1stImpl::LightMha2nd1stImpl(const SecondOrderAttentionOptions& option
 
 torch::Tensor LightMha2nd1stImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          bool causal) {
-  return ops::light2nd1st(q, k, v, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), tau, causal, ops::Impl::automatic);
+  return ops::light2nd1st_read(q, k, v, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), tau, {.causal = causal});
 }
 
 Mha2nd1stImpl::Mha2nd1stImpl(const SecondOrderAttentionOptions& options)
@@ -56,7 +56,7 @@ std::pair<torch::Tensor, torch::Tensor> Mha2nd1stImpl::project(const torch::Tens
 torch::Tensor Mha2nd1stImpl::directions(const torch::Tensor& q, const torch::Tensor& keys, bool causal,
                                         int64_t offset) {
   auto scale = options_.bias_temperature_divides ? bias_temperature.reciprocal() : bias_temperature;
-  auto direction = ops::mha2nd1st(q, keys, temperature, scale, causal, ops::Impl::automatic);  // u + b, [B,T,H,d_h]
+  auto direction = ops::mha2nd1st_read(q, keys, temperature, scale, {.causal = causal});  // u + b, [B,T,H,d_h]
   if (options_.rope) {  // R_t^T: rotate back by the query's own angle
     auto back = -torch::arange(offset, offset + q.size(1), q.options().dtype(torch::kLong));
     direction = apply_rotary(direction, back.unsqueeze(0).expand({q.size(0), q.size(1)}), options_.rope_theta);
@@ -105,8 +105,12 @@ torch::Tensor Mha2nd1stImpl::step(const torch::Tensor& x_t, DecodeState& state) 
 }
 
 namespace {
-Mixer make_mha2nd1st(const SecondOrderAttentionOptions& o) { return std::make_shared<Mha2nd1stImpl>(o); }
-Mixer make_light2nd1st(const SecondOrderAttentionOptions& o) { return std::make_shared<LightMha2nd1stImpl>(o); }
+// The second-order reads never return the attended values themselves: no raw-value read for the probe model.
+template <class L>
+Mixer make_second_order(const SecondOrderAttentionOptions& o, const MixerContext& context) {
+  refuse_raw_values(context);
+  return make_layer<L>(o, context);
+}
 }  // namespace
 
 const MixerDeclaration& mha2nd1st_mixer_declaration() {
@@ -118,8 +122,7 @@ const MixerDeclaration& mha2nd1st_mixer_declaration() {
           .fields = kv_attention_fields<O>({Field<O>::choice(
               "bias_temperature", &O::bias_temperature_divides, {{"multiplier", false}, {"divisor", true}},
               "the learnable bias temperature (init 0.01) multiplies or divides b_h")}),
-          .place = place_kv_attention<O>,
-          .make = make_mha2nd1st}
+          .make = make_second_order<Mha2nd1stImpl>}
           .erase();
   return declaration;
 }
@@ -130,8 +133,7 @@ const MixerDeclaration& light2nd1st_mixer_declaration() {
       MixerDeclarationOf<O>{.name = "light2nd1st",
                             .meaning = "LightMHA2nd1st: softmax attention plus tau_h Cov_p(v) vbar per head",
                             .fields = kv_attention_fields<O>({Field<O>::real("tau", &O::tau, "initial tau_h")}),
-                            .place = place_kv_attention<O>,
-                            .make = make_light2nd1st}
+                            .make = make_second_order<LightMha2nd1stImpl>}
           .erase();
   return declaration;
 }

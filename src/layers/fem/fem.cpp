@@ -307,11 +307,6 @@ torch::Tensor FemImpl::step_masked(const torch::Tensor& x_t, const torch::Tensor
 }
 
 namespace {
-void place_fem(const MixerContext& context, FemOptions& o) {
-  o.dim = context.dim;
-  o.raw_values = context.raw_values;
-}
-Mixer make_fem(const FemOptions& o) { return std::make_shared<FemImpl>(o); }
 
 // The options every prior declares in its own file, each key once (in the priors' listing order), as FEM's: a value
 // reads into the options struct of each prior that declares its key (FemOptions::prior_options).
@@ -384,10 +379,8 @@ const MixerDeclaration& fem_mixer_declaration() {
                                 "fused kernels (the softmax prior's one-pass mu+F read, cap <= 40) or the naive reads; "
                                 "auto: fused, except that cap=0 (causal) streams step by step")},
               "tdc_hidden"),
-          .place = place_fem,
-          .make = make_fem,
-          .check = check_fem_options,
-          .reads_raw_values = true}
+          .make = make_layer<FemImpl, FemOptions>,
+          .check = check_fem_options}
           .erase();
   return declaration;
 }

@@ -25,7 +25,8 @@ class AftPrior : public PriorImpl {
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
     const int64_t n = values.size(-1) / config_.value_head_dim;
     const auto keys = tile_streams(in.input("keys"), n).flatten(2), flat = values.flatten(2);
-    return ops::normalised_read(ops::aft(keys, flat, in.mask, config_.impl), config_.floor).view(values.sizes());
+    const auto r = ops::aft(keys, flat, {.mask = in.mask, .impl = config_.impl});
+    return ops::normalised_read(r.numerator, r.normaliser, config_.floor).view(values.sizes());
   }
   std::any init_state(int64_t batch, int64_t width) const override {
     return ops::aft_initial_state(batch, config_.heads * width, recurrent_state_options(keys_->weight.options()));
@@ -33,9 +34,11 @@ class AftPrior : public PriorImpl {
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     const int64_t n = values_t.size(-1) / config_.value_head_dim;
     auto& s = state_of<ops::AftState>(state);
-    auto r = ops::aft_step(tile_streams(in.input("keys").squeeze(1), n).flatten(1), values_t.flatten(1), s,
-                           in.mask.defined() ? in.mask.squeeze(1) : at::Tensor());
-    return ops::normalised_read(r, config_.floor).squeeze(1).view(values_t.sizes());
+    const auto r = ops::aft_step(tile_streams(in.input("keys").squeeze(1), n).flatten(1), values_t.flatten(1),
+                                 s.numerator, s.normaliser, s.key_max,
+                                 {.mask_t = in.mask.defined() ? in.mask.squeeze(1) : at::Tensor()});
+    s = {r.state_numerator, r.state_normaliser, r.key_max};
+    return ops::normalised_read(r.numerator, r.normaliser, config_.floor).squeeze(1).view(values_t.sizes());
   }
   void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) override {
     auto& s = state_of<ops::AftState>(state);

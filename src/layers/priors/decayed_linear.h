@@ -25,11 +25,14 @@ class DecayedLinearPrior : public LinearStatePrior {
   explicit DecayedLinearPrior(const PriorConfig& c, DecayOptions decay = {}) : LinearStatePrior(c), decay_options_(decay) {}
   bool reads_packed() const override { return true; }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::gla(in.q, in.k, values, in.input("log_decay"), config_.impl, in.cu_seqlens));
+    return finish(
+        ops::gla(in.q, in.k, values, in.input("log_decay"), {.impl = config_.impl, .cu_seqlens = in.cu_seqlens}));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);
-    return finish(ops::gla_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.input("log_decay").squeeze(1), s)).squeeze(1);
+    return finish_step(ops::gla_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.input("log_decay").squeeze(1), s.kv,
+                                     s.k_sum),
+                       s);
   }
 
  protected:

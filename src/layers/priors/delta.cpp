@@ -47,12 +47,13 @@ class DeltaPrior : public LinearStatePrior {
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::delta_rule(in.q, in.k, values, in.input("write"), config_.impl));
+    return finish(ops::delta_rule(in.q, in.k, values, in.input("write"), {.impl = config_.impl}));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);
-    return finish(ops::delta_rule_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.input("write").squeeze(1), s))
-        .squeeze(1);
+    return finish_step(ops::delta_rule_step(in.q.squeeze(1), in.k.squeeze(1), values_t, in.input("write").squeeze(1),
+                                            s.kv, s.k_sum),
+                       s);
   }
 
  protected:

@@ -28,11 +28,12 @@ class LinearPrior : public LinearStatePrior {
     return in;
   }
   at::Tensor read(const at::Tensor& values, const PriorInputs& in) override {
-    return finish(ops::linear_attention(in.q, in.k, values, config_.causal, config_.impl, in.cu_seqlens));
+    return finish(ops::linear_attention(in.q, in.k, values,
+                                        {.causal = config_.causal, .impl = config_.impl, .cu_seqlens = in.cu_seqlens}));
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     auto& s = state_of<ops::LinearAttentionState>(state);
-    return finish(ops::linear_attention_step(in.q.squeeze(1), in.k.squeeze(1), values_t, s)).squeeze(1);
+    return finish_step(ops::linear_attention_step(in.q.squeeze(1), in.k.squeeze(1), values_t, s.kv, s.k_sum), s);
   }
 
  protected:

@@ -25,9 +25,17 @@ class LinearStatePrior : public PriorImpl {
  protected:
   virtual int64_t feature_dim() const = 0;
   virtual at::TensorOptions state_options() const = 0;
-  // E_p[values] = numerator / max(normaliser, floor), or the numerator alone without normalize.
-  at::Tensor finish(const ops::PriorRead& r) const {
-    return config_.normalize ? ops::normalised_read(r, config_.floor) : r.numerator;
+  // E_p[values] = numerator / max(normaliser, floor), or the numerator alone without normalize, from a read's
+  // outputs (ops::GlaOutputs, ops::LinearAttentionOutputs, ...: any with a numerator and a normaliser).
+  template <class Read>
+  at::Tensor finish(const Read& r) const {
+    return config_.normalize ? ops::normalised_read(r.numerator, r.normaliser, config_.floor) : r.numerator;
+  }
+  // The same for a decode step's outputs [B,1,...] -> [B,...], the state moved on to the step's kv and k_sum.
+  template <class StepOutputs>
+  at::Tensor finish_step(const StepOutputs& r, ops::LinearAttentionState& state) const {
+    state = {r.kv, r.k_sum};
+    return finish(r).squeeze(1);
   }
 };
 

@@ -28,7 +28,7 @@ class KeyValuePrior : public PriorImpl {
     qk_.create(c.layout == QueryKeyLayout::packed ? home : *this, c);
     if (!attend_)
       attend_ = [this](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, const at::Tensor& mask) {
-        return ops::softmax_attention(q, k, v, causal, scale_, mask, config_.impl);
+        return ops::attention(q, k, v, {.causal = causal, .scale = scale_, .key_mask = mask, .impl = config_.impl});
       };
   }
   std::string name() const override { return name_; }
@@ -56,7 +56,10 @@ class KeyValuePrior : public PriorImpl {
                         ops::check_impl(ops::Impl::automatic, ops::kFemSoftmaxReadImpls, "fem_softmax_read",
                                         in.q.device()) == ops::Impl::fused);
     if (!softmax_ || !fused || cap <= 0) return std::nullopt;
-    return ops::fem_softmax_read(in.q, in.k, values, beta, cap, config_.causal, scale_, in.mask, ops::Impl::fused);
+    const auto r = ops::fem_softmax_read(
+        in.q, in.k, values, beta,
+        {.cap = cap, .causal = config_.causal, .scale = scale_, .key_mask = in.mask, .impl = ops::Impl::fused});
+    return ops::FemRead{r.mean, r.free_energy};
   }
   std::any init_state(int64_t batch, int64_t width) const override {
     const auto opts = qk_.options();

@@ -5,6 +5,7 @@
 
 #include "../common/checks.h"
 #include "../common/padding.h"
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/aft.h"
@@ -14,9 +15,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const Mask&, const Mask&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&);
 
 // {numerator, normaliser, key_max}, each [B,T,C].
 Tensors forward_cpu(const at::Tensor& k, const at::Tensor& v, const Mask& mask, const Mask& cu_seqlens) {
@@ -44,18 +42,16 @@ class FusedAft : public torch::autograd::Function<FusedAft> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& k,
                                                 const torch::Tensor& v, const torch::Tensor& mask,
                                                 const torch::Tensor& cu_seqlens) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_aft_forward");
-    auto r = kernel_call(kernel, k, v, given(mask), given(cu_seqlens));
+    auto r = kernel::aft_forward(k, v, given(mask), given(cu_seqlens));
     ctx->save_for_backward({k, v, mask, r[0], r[1], r[2], cu_seqlens});
     return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_aft_backward");
     auto s = ctx->get_saved_variables();
     // An output that did not reach the loss has no gradient: it contributes zero.
     auto grad_or_zero = [&](const torch::Tensor& g) { return g.defined() ? g : torch::zeros_like(s[0]); };
-    auto g = kernel_call(kernel, grad_or_zero(grads[0]), grad_or_zero(grads[1]), s[0], s[1], given(s[2]), s[3], s[4],
+    auto g = kernel::aft_backward(grad_or_zero(grads[0]), grad_or_zero(grads[1]), s[0], s[1], given(s[2]), s[3], s[4],
                          s[5], given(s[6]));
     return {g[0], g[1], torch::Tensor(), torch::Tensor()};
   }

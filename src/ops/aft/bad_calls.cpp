@@ -32,27 +32,29 @@ std::vector<BadCall> aft_bad_calls() {
   const auto k_t = rnd({kB, kC}), v_t = rnd({kB, kC});
   cases.push_back({as + ": k_t of rank 3", [=] {
                      auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(rnd({kB, 1, kC}), v_t, state);
+                     ops::aft_step(rnd({kB, 1, kC}), v_t, state.numerator, state.normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": v_t of rank 1", [=] {
                      auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, rnd({kC}), state);
+                     ops::aft_step(k_t, rnd({kC}), state.numerator, state.normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": v_t with another channel count", [=] {
                      auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, rnd({kB, kC + 1}), state);
+                     ops::aft_step(k_t, rnd({kB, kC + 1}), state.numerator, state.normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": state of another batch size", [=] {
                      auto state = ops::aft_initial_state(kB + 1, kC, kF64);
-                     ops::aft_step(k_t, v_t, state);
+                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": mask_t of another batch size", [=] {
                      auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, v_t, state, all_true({kB + 1}));
+                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max,
+                                   {.mask_t = all_true({kB + 1})});
                    }, as});
   cases.push_back({as + ": float mask_t", [=] {
                      auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, v_t, state, torch::ones({kB}));
+                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max,
+                                   {.mask_t = torch::ones({kB})});
                    }, as});
 
   const std::string af = "aft_fused";

@@ -81,7 +81,7 @@ OpCase aft_case(Impl impl, const OpShape& s) {
   const auto k = bench_inputs::randn({s.batch, s.length, s.heads * s.dv});
   const auto v = bench_inputs::randn({s.batch, s.length, s.heads * s.dv});
   return {[=] {
-            const PriorRead r = aft(k, v, {}, impl);
+            const auto r = aft(k, v, {.impl = impl});
             return std::vector<at::Tensor>{r.numerator, r.normaliser};
           },
           {k, v}};
@@ -100,21 +100,6 @@ OpFamily declare_aft() {
 }
 
 }  // namespace
-
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
-              const at::Tensor& cu_seqlens) {
-  const auto [numerator, normaliser, state_numerator, state_normaliser, key_max] =
-      call_op<&aft_op>(k, v, none_if_undefined(mask), impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt,
-                       false, none_if_undefined(cu_seqlens));
-  return {numerator, normaliser};
-}
-
-PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t) {
-  const auto [numerator, normaliser, state_numerator, state_normaliser, key_max] = call_op<&aft_step_op>(
-      k_t, v_t, state.numerator, state.normaliser, state.key_max, none_if_undefined(mask_t));
-  state = {state_numerator, state_normaliser, key_max};
-  return {numerator, normaliser};
-}
 
 SEQMIX_OP_FAMILY(declare_aft);
 

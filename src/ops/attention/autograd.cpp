@@ -6,6 +6,7 @@
 #include "../common/checks.h"
 #include "../common/packing.h"
 #include "../common/padding.h"
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
 
@@ -14,10 +15,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, double, const Mask&,
-                              const Mask&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, bool, double, const Mask&, const Mask&);
 
 // {out [B,T,H,dv], lse [B,H,T]}
 Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
@@ -48,8 +45,7 @@ class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAtten
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, bool causal, double scale, const torch::Tensor& key_mask,
                                const torch::Tensor& cu_seqlens) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_attention_forward");
-    auto r = kernel_call(kernel, q, k, v, causal, scale, given(key_mask), given(cu_seqlens));
+    auto r = kernel::attention_forward(q, k, v, causal, scale, given(key_mask), given(cu_seqlens));
     ctx->save_for_backward({q, k, v, r[0], r[1], key_mask, cu_seqlens});
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
@@ -57,9 +53,8 @@ class FusedSoftmaxAttention : public torch::autograd::Function<FusedSoftmaxAtten
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_attention_backward");
     auto s = ctx->get_saved_variables();
-    auto g = kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool(),
+    auto g = kernel::attention_backward(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool(),
                          ctx->saved_data["scale"].toDouble(), given(s[5]), given(s[6]));
     return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -55,7 +55,7 @@ OpCase attention_case(Impl impl, const OpShape& s) {
   const auto k = randn({s.batch, s.length, s.heads, s.dk});
   const auto v = randn({s.batch, s.length, s.heads, s.dv});
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
-  return {[=] { return std::vector<at::Tensor>{softmax_attention(q, k, v, true, scale, {}, impl)}; }, {q, k, v}};
+  return {[=] { return std::vector<at::Tensor>{attention(q, k, v, {.causal = true, .scale = scale, .impl = impl})}; }, {q, k, v}};
 }
 
 OpFamily declare_attention() {
@@ -76,16 +76,6 @@ OpFamily declare_attention() {
 }
 
 }  // namespace
-
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
-  return call_op<&attention_op>(q, k, v, causal, scale, none_if_undefined(key_mask), impl_name(impl),
-                                none_if_undefined(cu_seqlens));
-}
-
-at::Tensor relu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
-  return call_op<&relu_attention_op>(q, k, v, causal, eps);
-}
 
 SEQMIX_OP_FAMILY(declare_attention);
 

@@ -22,12 +22,12 @@ std::vector<BadCall> prior_read_bad_calls() {
   const auto numerator = rnd({kB, kT, kH, kDv}), normaliser = positive({kB, kT, kH});
   const std::string nr = "normalised_read";
   return {
-      {nr + ": normaliser of rank 2", [=] { ops::normalised_read({numerator, positive({kB, kT})}, 1e-6); }, nr},
+      {nr + ": normaliser of rank 2", [=] { ops::normalised_read(numerator, positive({kB, kT}), 1e-6); }, nr},
       {nr + ": normaliser with another head count",
-       [=] { ops::normalised_read({numerator, positive({kB, kT, kH + 1})}, 1e-6); }, nr},
+       [=] { ops::normalised_read(numerator, positive({kB, kT, kH + 1}), 1e-6); }, nr},
       {nr + ": per-channel normaliser with another channel count",
-       [=] { ops::normalised_read({rnd({kB, kT, kC}), positive({kB, kT, kC + 1})}, 1e-6); }, nr},
-      {nr + ": negative eps", [=] { ops::normalised_read({numerator, normaliser}, -1.0); }, "eps"},
+       [=] { ops::normalised_read(rnd({kB, kT, kC}), positive({kB, kT, kC + 1}), 1e-6); }, nr},
+      {nr + ": negative eps", [=] { ops::normalised_read(numerator, normaliser, -1.0); }, "eps"},
   };
 }
 

@@ -27,10 +27,6 @@ OpFamily declare_common() {
 
 }  // namespace
 
-at::Tensor normalised_read(const PriorRead& read, double eps) {
-  return call_op<&normalised_read_op>(read.numerator, read.normaliser, eps);
-}
-
 SEQMIX_OP_FAMILY(declare_common);
 
 }  // namespace seqmix::ops

@@ -22,7 +22,6 @@ namespace seqmix::ops {
 // a class template would be constructed in an unspecified order with the registrations that fill it, and could be
 // reset after them (a std::string member was, to empty).
 struct OperatorSchema {
-  std::string qualified_name;           // "seqmix::gla", for call_op
   std::string name;                     // "gla", for errors
   std::vector<std::string> arguments;   // the arguments' names, for errors
   std::vector<int> state_of_output;     // per output, the argument position of the decode state it continues, or -1
@@ -196,7 +195,9 @@ enum class Precision { in_float32, reduced_on_cuda };
 // Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
 // Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
 // naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has). `doc`
-// is the operator's documentation (operator_docs()).
+// is the operator's documentation (operator_docs()). The schema is the operator's one declaration: the dispatcher
+// infers f's schema from its C++ type and refuses, as the library loads, an f that disagrees with it, and the C++
+// and Python entry points are generated from it (scripts/generate_op_wrappers.py).
 template <auto f>
 void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
                Precision precision = Precision::in_float32) {
@@ -204,7 +205,6 @@ void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
   using Adapted = reduced_precision::InFloat32<Signature, f>;
   const c10::FunctionSchema parsed = torch::schema(schema);
   OperatorSchema& facts = schema_of<f>();
-  facts.qualified_name = "seqmix::" + parsed.name();
   facts.name = parsed.name();
   for (const auto& argument : parsed.arguments()) facts.arguments.push_back(argument.name());
   std::vector<int>& state_of = facts.state_of_output;
@@ -218,25 +218,6 @@ void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
   for (const c10::DispatchKey device : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA})
     m.impl(parsed.name().c_str(), torch::dispatch(device, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
-}
-
-// Calls the operator define_op registered f as, through the dispatcher, with f's arguments. Every C++ entry point
-// (ops::gla, ops::gla_step, ...) is this call, so a layer reaches an op exactly as torch.ops.seqmix.* does: reduced
-// precision, autocast and the device's kernel apply alike. f itself (and ops::native::*) runs inside the operator.
-template <auto f>
-const auto& registered_op() {
-  using Signature = std::remove_pointer_t<decltype(f)>;
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow(schema_of<f>().qualified_name.c_str(), "").template typed<Signature>();
-  return op;
-}
-template <auto f, class... Args>
-auto call_op(Args&&... args) {
-  return registered_op<f>().call(std::forward<Args>(args)...);
-}
-// An optional tensor argument of an operator from a C++ tensor: none when undefined.
-inline c10::optional<at::Tensor> none_if_undefined(const at::Tensor& t) {
-  return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
 }
 
 // An operator without tensor arguments (an initial state): nothing to dispatch on, one kernel for every key.
@@ -266,8 +247,9 @@ namespace seqmix::ops {
 
 // A fused kernel as an operator of its own, torch.ops.seqmix._<name> (internal, not API): its CPU kernel computes
 // and its Meta kernel only makes the outputs' shapes. The fused ops' autograd Functions call their forward and
-// backward kernels through it (kernel_op), so torch.compile's tracing, which runs on fake tensors, reaches the
-// shapes and records the kernel as one node of its graph, forward and backward alike.
+// backward kernels through it (ops::kernel::<name>, kernel_operators.h, generated from the schema), so
+// torch.compile's tracing, which runs on fake tensors, reaches the shapes and records the kernel as one node of its
+// graph, forward and backward alike.
 template <auto cpu, auto meta>
 void define_kernel(torch::Library& m, const char* schema) {
   const c10::FunctionSchema parsed = torch::schema(schema);
@@ -277,18 +259,6 @@ void define_kernel(torch::Library& m, const char* schema) {
 }
 // A GPU kernel of the operator registers itself from its own file: TORCH_LIBRARY_IMPL(seqmix, CUDA, m) { m.impl(...); }
 // (src/ops/fem/fused_cuda.cpp), and the op's ImplSet, which names the kernel operator, finds it there.
-
-// The kernel operator `name` ("seqmix::_gla_forward"), for calling below autograd (kernel_call).
-template <class Signature>
-c10::TypedOperatorHandle<Signature> kernel_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
-// Calls a kernel operator from an autograd Function: below autograd, which the Function itself is.
-template <class Signature, class... Args>
-auto kernel_call(const c10::TypedOperatorHandle<Signature>& op, Args&&... args) {
-  at::AutoDispatchBelowADInplaceOrView below;
-  return op.call(std::forward<Args>(args)...);
-}
 
 // An optional tensor (a mask, cu_seqlens) through an autograd Function, whose arguments must be defined tensors:
 // `as_argument` carries "none" as an empty tensor of `type`, `given` turns it back into the optional the kernel

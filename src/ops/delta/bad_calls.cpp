@@ -25,7 +25,7 @@ std::vector<BadCall> delta_bad_calls() {
 
   const std::string de = "delta_rule";
   cases.push_back({de + ": impl fused (it has naive only)",
-                   [=] { ops::delta_rule(q, k, v, b, ops::Impl::fused); }, "naive"});
+                   [=] { ops::delta_rule(q, k, v, b, {.impl = ops::Impl::fused}); }, "naive"});
 
   const std::string ds = "delta_rule_step";
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
@@ -33,23 +33,23 @@ std::vector<BadCall> delta_bad_calls() {
   const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
   cases.push_back({ds + ": q_t of rank 4", [=] {
                      auto state = fresh_state();
-                     ops::delta_rule_step(q_t.unsqueeze(1), k_t, v_t, b_t, state);
+                     ops::delta_rule_step(q_t.unsqueeze(1), k_t, v_t, b_t, state.kv, state.k_sum);
                    }, ds});
   cases.push_back({ds + ": beta_t of rank 3", [=] {
                      auto state = fresh_state();
-                     ops::delta_rule_step(q_t, k_t, v_t, b_t.unsqueeze(-1), state);
+                     ops::delta_rule_step(q_t, k_t, v_t, b_t.unsqueeze(-1), state.kv, state.k_sum);
                    }, "beta_t"});
   cases.push_back({ds + ": beta_t missing", [=] {
                      auto state = fresh_state();
-                     ops::delta_rule_step(q_t, k_t, v_t, torch::Tensor(), state);
+                     ops::delta_rule_step(q_t, k_t, v_t, torch::Tensor(), state.kv, state.k_sum);
                    }, "beta_t"});
   cases.push_back({ds + ": state of another key width", [=] {
                      auto state = ops::linear_attention_initial_state(kB, kH, kDk + 1, kDv, kF64);
-                     ops::delta_rule_step(q_t, k_t, v_t, b_t, state);
+                     ops::delta_rule_step(q_t, k_t, v_t, b_t, state.kv, state.k_sum);
                    }, ds});
   cases.push_back({ds + ": state of another dtype", [=] {
                      auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::TensorOptions(torch::kFloat));
-                     ops::delta_rule_step(q_t, k_t, v_t, b_t, state);
+                     ops::delta_rule_step(q_t, k_t, v_t, b_t, state.kv, state.k_sum);
                    }, ds});
   return cases;
 }

@@ -72,7 +72,7 @@ OpCase delta_rule_case(Impl impl, const OpShape& s) {
   const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
   const auto beta = bench_inputs::leaf(at::sigmoid(at::randn({s.batch, s.length, s.heads})));
   return {[=] {
-            const PriorRead r = delta_rule(q, k, v, beta, impl);
+            const auto r = delta_rule(q, k, v, beta, {.impl = impl});
             return std::vector<at::Tensor>{r.numerator, r.normaliser};
           },
           {q, k, v, beta}};
@@ -93,20 +93,6 @@ OpFamily declare_delta() {
 }
 
 }  // namespace
-
-PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
-  const auto [numerator, normaliser, kv, k_sum] = call_op<&delta_rule_op>(
-      q, k, v, beta, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt, false, c10::nullopt);
-  return {numerator, normaliser};
-}
-
-PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
-                          LinearAttentionState& state) {
-  const auto [numerator, normaliser, kv, k_sum] =
-      call_op<&delta_rule_step_op>(q_t, k_t, v_t, beta_t, state.kv, state.k_sum);
-  state = {kv, k_sum};
-  return {numerator, normaliser};
-}
 
 SEQMIX_OP_FAMILY(declare_delta);
 

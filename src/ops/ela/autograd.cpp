@@ -3,6 +3,7 @@
 // calls through the dispatcher, so torch.compile traces them on fake tensors.
 #include <torch/torch.h>
 
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 
@@ -10,9 +11,6 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&);
 
 // {y [B,T,H,dv], normaliser [B,T,H], key_max [B,T,H,dk]}
 Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -37,16 +35,14 @@ class HadamardScan : public torch::autograd::Function<HadamardScan> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                                 const torch::Tensor& k, const torch::Tensor& v) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_ela_hadamard_forward");
-    auto r = kernel_call(kernel, q, k, v);
+    auto r = kernel::ela_hadamard_forward(q, k, v);
     ctx->save_for_backward({q, k, v, r[0], r[1], r[2]});
     return {r[0]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_ela_hadamard_backward");
     auto s = ctx->get_saved_variables();
-    return kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], s[5]);
+    return kernel::ela_hadamard_backward(grads[0], s[0], s[1], s[2], s[3], s[4], s[5]);
   }
 };
 

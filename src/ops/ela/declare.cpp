@@ -100,7 +100,11 @@ OpCase ela_case(const std::string& kernel_name, Impl impl, const OpShape& s) {
   const auto k = bench_inputs::randn({s.batch, s.length, s.heads, s.dk});
   const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
   const ExactKernel& kernel = exact_kernel(kernel_name);
-  return {[=, &kernel] { return std::vector<at::Tensor>{ela(q, k, v, kernel, true, 1e-8, impl)}; }, {q, k, v}};
+  return {[=, &kernel] {
+            return std::vector<at::Tensor>{
+                ela(q, k, v, {.kernel = kernel.name, .causal = true, .eps = 1e-8, .impl = impl}).y};
+          },
+          {q, k, v}};
 }
 
 OpFamily declare_ela() {
@@ -134,20 +138,6 @@ OpFamily declare_ela() {
 }
 
 }  // namespace
-
-at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
-               double eps, Impl impl) {
-  return std::get<0>(call_op<&ela_op>(q, k, v, kernel.name, causal, eps, impl_name(impl), c10::nullopt, c10::nullopt,
-                                      c10::nullopt, c10::nullopt, false, c10::nullopt));
-}
-
-at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
-                    ElaState& state, double eps) {
-  const auto [y, kv, k_sum, key_max] = call_op<&ela_step_op>(
-      q_t, k_t, v_t, state.kv, state.k_sum, undefined_as_empty(state.key_max, state.kv), kernel.name, eps);
-  state = {kv, k_sum, empty_as_undefined(key_max)};
-  return y;
-}
 
 SEQMIX_OP_FAMILY(declare_ela);
 

@@ -7,6 +7,7 @@
 
 #include "../common/checks.h"
 #include "../common/padding.h"
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/fem.h"
@@ -16,11 +17,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Mask = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
-                              double, const Mask&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, double, bool, double, const Mask&);
 
 // {mean [B,T,H,dv], free_energy [B,T,H,dv], lse [B,H,T]}
 Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
@@ -58,8 +54,7 @@ class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead
                                                 const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& beta, double cap, bool causal, double scale,
                                                 const torch::Tensor& key_mask) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_fem_softmax_forward");
-    auto r = kernel_call(kernel, q, k, v, beta, cap, causal, scale, given(key_mask));
+    auto r = kernel::fem_softmax_forward(q, k, v, beta, cap, causal, scale, given(key_mask));
     ctx->save_for_backward({q, k, v, beta, r[0], r[1], r[2], key_mask});
     ctx->saved_data["cap"] = cap;
     ctx->saved_data["causal"] = causal;
@@ -68,9 +63,8 @@ class FusedFemSoftmaxRead : public torch::autograd::Function<FusedFemSoftmaxRead
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_fem_softmax_backward");
     auto s = ctx->get_saved_variables();
-    auto g = kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+    auto g = kernel::fem_softmax_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], s[5], s[6],
                          ctx->saved_data["cap"].toDouble(), ctx->saved_data["causal"].toBool(),
                          ctx->saved_data["scale"].toDouble(), given(s[7]));
     return {g[0], g[1], g[2], g[3], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};

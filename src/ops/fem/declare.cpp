@@ -96,7 +96,7 @@ TensorPair fem_scale_values_op(const at::Tensor& v, const at::Tensor& beta, doub
 }
 
 at::Tensor fem_restore_op(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
-  return fem_restore(z, shift, beta);
+  return native::fem_restore(z, shift, beta);
 }
 
 // The read of causal softmax attention's inputs, beta = softplus(randn) + 0.5 [H*dv], cap 40.
@@ -108,7 +108,7 @@ OpCase fem_softmax_read_case(Impl impl, const OpShape& s) {
   const auto beta = bench_inputs::leaf(at::softplus(at::randn({s.heads * s.dv})) + 0.5);
   const double cap = 40, scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
   return {[=] {
-            const FemRead r = fem_softmax_read(q, k, v, beta, cap, true, scale, {}, impl);
+            const auto r = fem_softmax_read(q, k, v, beta, {.cap = cap, .causal = true, .scale = scale, .impl = impl});
             return std::vector<at::Tensor>{r.mean, r.free_energy};
           },
           {q, k, v, beta}};
@@ -133,19 +133,6 @@ OpFamily declare_fem() {
 }
 
 }  // namespace
-
-FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
-  const auto [mean, free_energy] = call_op<&fem_softmax_read_op>(q, k, v, beta, cap, causal, scale,
-                                                                 none_if_undefined(key_mask), impl_name(impl),
-                                                                 c10::nullopt);
-  return {mean, free_energy};
-}
-
-FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
-  const auto [clipped, scaled] = call_op<&fem_scale_values_op>(v, beta, cap);
-  return {clipped, scaled};
-}
 
 SEQMIX_OP_FAMILY(declare_fem);
 

@@ -28,7 +28,7 @@ FemValues native::fem_scale_values(const at::Tensor& v, const at::Tensor& beta, 
   return {clipped, clipped * b};
 }
 
-at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
+at::Tensor native::fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
   const char* op = "fem_restore";
   TORCH_CHECK(z.defined() && z.dim() >= 1, op, ": z must have a channel axis [...,C] (got ",
               z.defined() ? "a scalar" : "none", ")");

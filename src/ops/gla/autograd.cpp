@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "../common/checks.h"
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/gla.h"
@@ -13,10 +14,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Offsets = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                              const Offsets&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Offsets&);
 
 Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                     const Offsets& cu_seqlens) {
@@ -48,16 +45,14 @@ class FusedGla : public torch::autograd::Function<FusedGla> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
                                                 const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& log_decay, const torch::Tensor& cu_seqlens) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_gla_forward");
-    auto r = kernel_call(kernel, q, k, v, log_decay, given(cu_seqlens));
+    auto r = kernel::gla_forward(q, k, v, log_decay, given(cu_seqlens));
     ctx->save_for_backward({q, k, v, log_decay, r[2], cu_seqlens});
     return {r[0], r[1]};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_gla_backward");
     auto s = ctx->get_saved_variables();
-    auto g = kernel_call(kernel, grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], given(s[5]));
+    auto g = kernel::gla_backward(grads[0], grads[1], s[0], s[1], s[2], s[3], s[4], given(s[5]));
     g.push_back(torch::Tensor());  // cu_seqlens
     return g;
   }

@@ -33,36 +33,36 @@ std::vector<BadCall> gla_bad_calls() {
   const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
   cases.push_back({gs + ": log_decay_t [B,H,1] for keys of width dk", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1), state);
+                     ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1), state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": log_decay_t of rank 4", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1).unsqueeze(-1), state);
+                     ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1).unsqueeze(-1), state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": q_t of rank 2", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(q_t.flatten(1), k_t, v_t, a_t, state);
+                     ops::gla_step(q_t.flatten(1), k_t, v_t, a_t, state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": log_decay_t with another head count", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(q_t, k_t, v_t, -positive({kB, kH + 1}), state);
+                     ops::gla_step(q_t, k_t, v_t, -positive({kB, kH + 1}), state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": k_t with another batch size", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(q_t, rnd({kB + 1, kH, kDk}), v_t, a_t, state);
+                     ops::gla_step(q_t, rnd({kB + 1, kH, kDk}), v_t, a_t, state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": state.kv of rank 3", [=] {
                      auto state = fresh_state();
                      state.kv = torch::zeros({kB, kH, kDk * kDv}, kF64);
-                     ops::gla_step(q_t, k_t, v_t, a_t, state);
+                     ops::gla_step(q_t, k_t, v_t, a_t, state.kv, state.k_sum);
                    }, gs});
   cases.push_back({gs + ": state of another key width than q_t and k_t", [=] {
                      auto state = fresh_state();
-                     ops::gla_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, a_t, state);
+                     ops::gla_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, a_t, state.kv, state.k_sum);
                    }, "key features"});
   cases.push_back({gs + ": state of batch size 1 for a batch of 2", [=] {
                      auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
-                     ops::gla_step(q_t, k_t, v_t, a_t, state);
+                     ops::gla_step(q_t, k_t, v_t, a_t, state.kv, state.k_sum);
                    }, gs});
 
   const std::string gf = "gla_fused";

@@ -95,7 +95,7 @@ OpCase gla_read_case(Impl impl, const at::Tensor& q, const at::Tensor& k, const 
   const auto log_decay = bench_inputs::leaf(at::log_sigmoid(at::randn({q.size(0), q.size(1), q.size(2)})) / 16);
   leaves.push_back(log_decay);
   return {[=] {
-            const PriorRead r = gla(q, k, v, log_decay, impl);
+            const auto r = gla(q, k, v, log_decay, {.impl = impl});
             return std::vector<at::Tensor>{r.numerator, r.normaliser};
           },
           std::move(leaves)};
@@ -115,7 +115,7 @@ OpCase gla_per_key_case(Impl impl, const OpShape& s) {
   const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
   const auto log_decay = bench_inputs::leaf(at::log_sigmoid(at::randn({s.batch, s.length, s.heads, s.dk})) / 16);
   return {[=] {
-            const PriorRead r = gla(q, k, v, log_decay, impl);
+            const auto r = gla(q, k, v, log_decay, {.impl = impl});
             return std::vector<at::Tensor>{r.numerator, r.normaliser};
           },
           {q, k, v, log_decay}};
@@ -162,22 +162,6 @@ OpFamily declare_gla() {
 }
 
 }  // namespace
-
-PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
-              const at::Tensor& cu_seqlens) {
-  const auto [numerator, normaliser, kv, k_sum] =
-      call_op<&gla_op>(q, k, v, log_decay, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt, false,
-                       none_if_undefined(cu_seqlens));
-  return {numerator, normaliser};
-}
-
-PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& log_decay_t,
-                   LinearAttentionState& state) {
-  const auto [numerator, normaliser, kv, k_sum] =
-      call_op<&gla_step_op>(q_t, k_t, v_t, log_decay_t, state.kv, state.k_sum);
-  state = {kv, k_sum};
-  return {numerator, normaliser};
-}
 
 SEQMIX_OP_FAMILY(declare_gla);
 

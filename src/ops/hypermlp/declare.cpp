@@ -91,20 +91,26 @@ const char* activation_name(HyperActivation a) {
   return "";
 }
 const char* layout_name(HyperLayout l) { return l == HyperLayout::lag ? "lag" : "forward"; }
-c10::optional<at::Tensor> part_of(const HyperMixing& m, at::Tensor HyperMixing::*part) {
-  return m.defined() ? c10::optional<at::Tensor>(m.*part) : c10::nullopt;
-}
+at::Tensor part_of(const HyperMixing& m, at::Tensor HyperMixing::*part) { return m.defined() ? m.*part : at::Tensor(); }
 
 }  // namespace
 
-at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
-                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
-                         const HyperReadOptions& options, Impl impl) {
-  return call_op<&hypermlp_read_op>(
-      q, k, v, none_if_undefined(s1), part_of(mix1, &HyperMixing::diag), part_of(mix1, &HyperMixing::U),
-      part_of(mix1, &HyperMixing::Vt), none_if_undefined(s2), part_of(mix2, &HyperMixing::diag),
-      part_of(mix2, &HyperMixing::U), part_of(mix2, &HyperMixing::Vt), activation_name(options.activation),
-      layout_name(options.layout), options.eps, options.scale, options.block, impl_name(impl), c10::nullopt);
+HypermlpReadArgs hypermlp_read_args(const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
+                                    const HyperMixing& mix2, const HyperReadOptions& options, Impl impl) {
+  return {.s1 = s1,
+          .diag1 = part_of(mix1, &HyperMixing::diag),
+          .U1 = part_of(mix1, &HyperMixing::U),
+          .Vt1 = part_of(mix1, &HyperMixing::Vt),
+          .s2 = s2,
+          .diag2 = part_of(mix2, &HyperMixing::diag),
+          .U2 = part_of(mix2, &HyperMixing::U),
+          .Vt2 = part_of(mix2, &HyperMixing::Vt),
+          .activation = activation_name(options.activation),
+          .layout = layout_name(options.layout),
+          .eps = options.eps,
+          .scale = options.scale,
+          .block = options.block,
+          .impl = impl};
 }
 
 SEQMIX_OP_FAMILY(declare_hypermlp);

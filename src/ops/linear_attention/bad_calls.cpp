@@ -16,7 +16,8 @@ std::vector<BadCall> linear_attention_bad_calls() {
   const std::string ln = "linear_attention_naive";
   cases.push_back({"linear_attention_step: a float32 state for float64 inputs", [=] {
                      auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::kFloat);
-                     ops::linear_attention_step(rnd({kB, kH, kDk}), rnd({kB, kH, kDk}), rnd({kB, kH, kDv}), state);
+                     ops::linear_attention_step(rnd({kB, kH, kDk}), rnd({kB, kH, kDk}), rnd({kB, kH, kDv}), state.kv,
+                                                state.k_sum);
                    }, "the decode state is Float but the inputs are Double"});
   cases.push_back({ln + ": q of rank 3", [=] { ops::linear_attention_naive(q.flatten(2), k, v, true); }, ln});
   cases.push_back({ln + ": k with another head width", [=] { ops::linear_attention_naive(q, rnd({kB, kT, kH, kDk + 1}), v, true); }, ln});
@@ -37,41 +38,42 @@ std::vector<BadCall> linear_attention_bad_calls() {
   const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
   cases.push_back({ls + ": q_t of rank 4", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(q_t.unsqueeze(1), k_t, v_t, state);
+                     ops::linear_attention_step(q_t.unsqueeze(1), k_t, v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": v_t of rank 2", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(q_t, k_t, v_t.flatten(1), state);
+                     ops::linear_attention_step(q_t, k_t, v_t.flatten(1), state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": state.kv of rank 3", [=] {
                      auto state = fresh_state();
                      state.kv = torch::zeros({kB, kH, kDk * kDv}, kF64);
-                     ops::linear_attention_step(q_t, k_t, v_t, state);
+                     ops::linear_attention_step(q_t, k_t, v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": q_t with another head width", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(rnd({kB, kH, kDk + 1}), k_t, v_t, state);
+                     ops::linear_attention_step(rnd({kB, kH, kDk + 1}), k_t, v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": k_t with another head width", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(q_t, rnd({kB, kH, kDk + 1}), v_t, state);
+                     ops::linear_attention_step(q_t, rnd({kB, kH, kDk + 1}), v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": v_t with another value width", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(q_t, k_t, rnd({kB, kH, kDv + 1}), state);
+                     ops::linear_attention_step(q_t, k_t, rnd({kB, kH, kDv + 1}), state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": state of batch size 1 for a batch of 2", [=] {
                      auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
-                     ops::linear_attention_step(q_t, k_t, v_t, state);
+                     ops::linear_attention_step(q_t, k_t, v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": state of another key width than q_t and k_t", [=] {
                      auto state = fresh_state();
-                     ops::linear_attention_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, state);
+                     ops::linear_attention_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, state.kv,
+                                                state.k_sum);
                    }, "key features"});
   cases.push_back({ls + ": state without k_sum", [=] {
                      auto state = fresh_state();
                      state.k_sum = torch::Tensor();
-                     ops::linear_attention_step(q_t, k_t, v_t, state);
+                     ops::linear_attention_step(q_t, k_t, v_t, state.kv, state.k_sum);
                    }, ls});
 
   const std::string lf = "linear_attention_fused";

@@ -104,7 +104,7 @@ OpCase linear_attention_case(Impl impl, const OpShape& s) {
   const auto k = bench_inputs::features({s.batch, s.length, s.heads, s.dk});
   const auto v = bench_inputs::randn({s.batch, s.length, s.heads, s.dv});
   return {[=] {
-            const PriorRead r = linear_attention(q, k, v, true, impl);
+            const auto r = linear_attention(q, k, v, {.causal = true, .impl = impl});
             return std::vector<at::Tensor>{r.numerator, r.normaliser};
           },
           {q, k, v}};
@@ -130,21 +130,6 @@ OpFamily declare_linear_attention() {
 }
 
 }  // namespace
-
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
-                           const at::Tensor& cu_seqlens) {
-  const auto [numerator, normaliser, kv, k_sum] =
-      call_op<&linear_attention_op>(q, k, v, causal, impl_name(impl), c10::nullopt, c10::nullopt, c10::nullopt,
-                                    false, none_if_undefined(cu_seqlens));
-  return {numerator, normaliser};
-}
-
-PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                                LinearAttentionState& state) {
-  const auto [numerator, normaliser, kv, k_sum] = call_op<&linear_attention_step_op>(q_t, k_t, v_t, state.kv, state.k_sum);
-  state = {kv, k_sum};
-  return {numerator, normaliser};
-}
 
 SEQMIX_OP_FAMILY(declare_linear_attention);
 

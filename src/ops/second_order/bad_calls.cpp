@@ -14,8 +14,9 @@ std::vector<BadCall> second_order_bad_calls() {
   const auto temperature = positive({kH}), bias_scale = rnd({kH}), tau = rnd({kH});
   std::vector<BadCall> cases;
 
-  using Mha = decltype(&ops::mha2nd1st_read);
-  const std::vector<std::pair<Mha, std::string>> mhas = {{&ops::mha2nd1st_read, "mha2nd1st_read"},
+  // The O(N d) form (its errors name mha2nd1st_read) and the one with the covariance formed explicitly.
+  using Mha = decltype(&ops::mha2nd1st_read_fused);
+  const std::vector<std::pair<Mha, std::string>> mhas = {{&ops::mha2nd1st_read_fused, "mha2nd1st_read"},
                                                          {&ops::mha2nd1st_read_covariance, "mha2nd1st_read_covariance"}};
   for (const auto& entry : mhas) {
     const Mha read = entry.first;
@@ -30,9 +31,10 @@ std::vector<BadCall> second_order_bad_calls() {
     cases.push_back({op + ": mixed dtypes", [=] { read(q, k.to(torch::kFloat), temperature, bias_scale, true); }, op});
   }
 
-  using Light = decltype(&ops::light2nd1st_read);
+  using Light = decltype(&ops::light2nd1st_read_fused);
   const std::vector<std::pair<Light, std::string>> lights = {
-      {&ops::light2nd1st_read, "light2nd1st_read"}, {&ops::light2nd1st_read_covariance, "light2nd1st_read_covariance"}};
+      {&ops::light2nd1st_read_fused, "light2nd1st_read"},
+      {&ops::light2nd1st_read_covariance, "light2nd1st_read_covariance"}};
   for (const auto& entry : lights) {
     const Light read = entry.first;
     const std::string op = entry.second;

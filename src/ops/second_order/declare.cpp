@@ -13,7 +13,7 @@ at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const bool fused = check_impl(impl, kSecondOrderImpls, "mha2nd1st_read", q.device()) == Impl::fused;
   return causal_outputs(causal, {k}, q, {}, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k);
-    return std::vector<at::Tensor>{fused ? mha2nd1st_read(qw, kw, temperature, bias_scale, causal)
+    return std::vector<at::Tensor>{fused ? mha2nd1st_read_fused(qw, kw, temperature, bias_scale, causal)
                                          : mha2nd1st_read_covariance(qw, kw, temperature, bias_scale, causal)};
   })[0];
 }
@@ -23,7 +23,7 @@ at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   const bool fused = check_impl(impl, kSecondOrderImpls, "light2nd1st_read", q.device()) == Impl::fused;
   return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
     const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
-    return std::vector<at::Tensor>{fused ? light2nd1st_read(qw, kw, vw, scale, tau, causal)
+    return std::vector<at::Tensor>{fused ? light2nd1st_read_fused(qw, kw, vw, scale, tau, causal)
                                          : light2nd1st_read_covariance(qw, kw, vw, scale, tau, causal)};
   })[0];
 }
@@ -72,16 +72,6 @@ OpFamily declare_second_order() {
 }
 
 }  // namespace
-
-at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                     const at::Tensor& bias_scale, bool causal, Impl impl) {
-  return call_op<&mha2nd1st_op>(q, k, temperature, bias_scale, causal, impl_name(impl), c10::nullopt);
-}
-
-at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                       const at::Tensor& tau, bool causal, Impl impl) {
-  return call_op<&light2nd1st_op>(q, k, v, scale, tau, causal, impl_name(impl), c10::nullopt);
-}
 
 SEQMIX_OP_FAMILY(declare_second_order);
 

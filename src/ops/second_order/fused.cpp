@@ -10,8 +10,8 @@ using second_order::distance_probabilities;
 using second_order::per_head;
 using second_order::probabilities;
 
-at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                          const at::Tensor& bias_scale, bool causal) {
+at::Tensor mha2nd1st_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
+                                const at::Tensor& bias_scale, bool causal) {
   check_second_order("mha2nd1st_read", q, k, k, {{"temperature", temperature}, {"bias_scale", bias_scale}});
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2);  // [B,H,T,d], [B,H,S,d]
   check_positive("mha2nd1st_read", "temperature", temperature);
@@ -23,8 +23,8 @@ at::Tensor mha2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Te
   return (u + per_head(bias_scale) * b).transpose(1, 2);
 }
 
-at::Tensor light2nd1st_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            const at::Tensor& tau, bool causal) {
+at::Tensor light2nd1st_read_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                  const at::Tensor& tau, bool causal) {
   check_second_order("light2nd1st_read", q, k, v, {{"tau", tau}});
   check_scale("light2nd1st_read", scale);
   auto qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "../common/packing.h"
+#include "../common/kernel_operators.h"
 #include "../common/torch_op.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/ssm.h"
@@ -13,10 +14,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Offsets = c10::optional<at::Tensor>;
-using ForwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                              const at::Tensor&, const Offsets&);
-using BackwardKernel = Tensors(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                               const at::Tensor&, const at::Tensor&, const at::Tensor&, const Offsets&);
 
 // {y [B,T,C], checkpoints [B,capacity,N,C]} (the state entering every chunk of kSsmCheckpointEvery positions)
 Tensors forward_cpu(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
@@ -45,16 +42,14 @@ class FusedSsmScan : public torch::autograd::Function<FusedSsmScan> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& u, const torch::Tensor& delta,
                                const torch::Tensor& A, const torch::Tensor& b, const torch::Tensor& c,
                                const torch::Tensor& cu_seqlens) {
-    static const auto kernel = kernel_op<ForwardKernel>("seqmix::_ssm_scan_forward");
-    auto r = kernel_call(kernel, u, delta, A, b, c, given(cu_seqlens));
+    auto r = kernel::ssm_scan_forward(u, delta, A, b, c, given(cu_seqlens));
     ctx->save_for_backward({u, delta, A, b, c, r[1], cu_seqlens});
     return r[0];
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto kernel = kernel_op<BackwardKernel>("seqmix::_ssm_scan_backward");
     auto s = ctx->get_saved_variables();
-    auto g = kernel_call(kernel, grads[0], s[0], s[1], s[2], s[3], s[4], s[5], given(s[6]));
+    auto g = kernel::ssm_scan_backward(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], given(s[6]));
     g.push_back(torch::Tensor());  // cu_seqlens
     return g;
   }

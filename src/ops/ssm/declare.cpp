@@ -67,7 +67,7 @@ OpCase ssm_case(Impl impl, const OpShape& s) {
   const auto A = leaf(-at::exp(0.5 * at::randn({channels, s.dk})));
   const auto b = leaf(at::rand({s.batch, s.length, s.dk}));
   const auto c = leaf(at::rand({s.batch, s.length, s.dk}));
-  return {[=] { return std::vector<at::Tensor>{ssm_scan(u, delta, A, b, c, impl)}; }, {u, delta, A, b, c}};
+  return {[=] { return std::vector<at::Tensor>{ssm_scan(u, delta, A, b, c, {.impl = impl}).y}; }, {u, delta, A, b, c}};
 }
 
 OpFamily declare_ssm() {
@@ -85,19 +85,6 @@ OpFamily declare_ssm() {
 }
 
 }  // namespace
-
-at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
-  return std::get<0>(
-      call_op<&ssm_scan_op>(u, delta, A, b, c, impl_name(impl), c10::nullopt, false, none_if_undefined(cu_seqlens)));
-}
-
-at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A, const at::Tensor& b_t,
-                    const at::Tensor& c_t, at::Tensor& state) {
-  auto [y, next] = call_op<&ssm_step_op>(u_t, delta_t, A, b_t, c_t, state);
-  state = next;
-  return y;
-}
 
 SEQMIX_OP_FAMILY(declare_ssm);
 

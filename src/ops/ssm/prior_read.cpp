@@ -58,11 +58,17 @@ at::Tensor normalised_read_on(const at::Tensor& values, const SsmPriorParameters
   return normalised(y.view(parts.sizes()), S, floor);
 }
 
+// ops::ssm_scan (through the dispatcher) in native::ssm_scan's form, for normalised_read_on.
+at::Tensor dispatched_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
+                           const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
+  return ssm_scan(u, delta, A, b, c, {.impl = impl, .cu_seqlens = cu_seqlens}).y;
+}
+
 }  // namespace
 
 at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
                                const at::Tensor& cu_seqlens) {
-  return normalised_read_on<&ssm_scan>(values, prior, floor, impl, cu_seqlens);
+  return normalised_read_on<&dispatched_scan>(values, prior, floor, impl, cu_seqlens);
 }
 
 at::Tensor native::ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor,
@@ -79,8 +85,10 @@ at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParamet
   const auto type = values_t.scalar_type();
   const auto parts = with_ones(values_t, p.mask);  // [B,G,S+1,c]
   const auto u = parts.flatten(1);
-  auto y = ssm_step(u, per_stream(p.delta.to(type), G, S + 1).contiguous(), per_stream_A(p.A.to(type), G, S + 1),
-                    p.b.to(type), p.c.to(type), state);
+  const auto step = ssm_step(u, per_stream(p.delta.to(type), G, S + 1).contiguous(),
+                             per_stream_A(p.A.to(type), G, S + 1), p.b.to(type), p.c.to(type), state);
+  state = step.state;
+  at::Tensor y = step.y;
   if (p.D.defined()) y = y + u * per_stream(p.D.to(type), G, S + 1);
   return normalised(y.view(parts.sizes()), S, floor);
 }
