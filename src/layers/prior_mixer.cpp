@@ -30,7 +30,7 @@ void PriorMixerImpl::create(const std::string& prior, PriorConfig config) {
   config.impl = shared_.impl;
   config.causal = is_causal();
   config.layout = QueryKeyLayout::packed;
-  prior_ = prior_declaration(prior).make(config, *this);
+  prior_ = build_prior(prior, config, *this);
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dim(), dim()).bias(shared_.bias)));
   prior_->init_parameters();
   init_linear(out);

@@ -127,7 +127,7 @@ FemImpl::FemImpl(const FemOptions& o) : MixerImpl("fem", o.dim, o.causal), optio
     throw Error("mixer fem: prior " + o.prior + " has no impl=" + ops::impl_name(*o.impl) + "; its impls: " +
                 declared.impls.names());
   pc.impl = o.impl.value_or(ops::Impl::automatic);
-  prior = register_module("prior", declared.make(pc, *this));
+  prior = register_module("prior", build_prior(o.prior, pc, *this));
   if (!o.causal && !prior->supports_bidirectional())
     throw Error("mixer fem: prior " + o.prior + " is causal only (causal=0 needs softmax or linear)");
 
@@ -314,20 +314,20 @@ std::vector<Field<FemOptions>> prior_option_fields() {
   std::vector<Field<FemOptions>> fields;
   std::vector<std::string> keys;
   for (const auto& prior : prior_declarations())
-    for (const auto& info : prior.options) {
+    for (const auto& info : prior.component.info.options) {
       if (std::find(keys.begin(), keys.end(), info.key) != keys.end()) continue;
       keys.push_back(info.key);
       std::vector<const PriorDeclaration*> declaring;
       for (const auto& other : prior_declarations())
-        for (const auto& same : other.options)
+        for (const auto& same : other.component.info.options)
           if (same.key == info.key) {
             if (same.default_value != info.default_value || same.type != info.type)
-              throw std::logic_error("prior option " + info.key + ": priors " + prior.name + " and " + other.name +
+              throw std::logic_error("prior option " + info.key + ": priors " + prior.name() + " and " + other.name() +
                                      " declare it differently");
             declaring.push_back(&other);
           }
       fields.push_back(Field<FemOptions>::custom(info, [declaring](const Options& o, FemOptions& out) {
-        for (const PriorDeclaration* p : declaring) out.prior_options[p->name] = p->read_options(o);
+        for (const PriorDeclaration* p : declaring) out.prior_options[p->name()] = p->component.parse(o);
       }));
     }
   return fields;

@@ -54,12 +54,12 @@ class AftPrior : public PriorImpl {
 }  // namespace
 
 PriorDeclaration aft_prior() {
-  return PriorDeclarationOf<NoOptions>{
-      .name = "aft",
-      .has_query_key = false,
-      .meaning = "AFT / LRNN-softmax: exp(per-channel key logits), causal running max",
-      .make = make_prior<AftPrior>}
-      .erase();
+  return {.component = PriorDeclarationOf<NoOptions>{
+               .name = "aft",
+               .meaning = "AFT / LRNN-softmax: exp(per-channel key logits), causal running max",
+               .make = make_prior<AftPrior, NoOptions>}
+               .erase(),
+          .has_query_key = false};
 }
 
 }  // namespace seqmix

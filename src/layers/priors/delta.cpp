@@ -68,13 +68,13 @@ class DeltaPrior : public LinearStatePrior {
 }  // namespace
 
 PriorDeclaration delta_prior() {
-  return PriorDeclarationOf<NoOptions>{
-      .name = "delta",
-      .has_query_key = true,
-      .meaning = "the delta rule (DeltaNet), read normalised by its read of ones",
-      .make = make_prior<DeltaPrior>,
-      .impls = ops::ImplSet{ops::Impl::naive}}
-      .erase();
+  return {.component = PriorDeclarationOf<NoOptions>{
+               .name = "delta",
+               .meaning = "the delta rule (DeltaNet), read normalised by its read of ones",
+               .make = make_prior<DeltaPrior, NoOptions>}
+               .erase(),
+          .has_query_key = true,
+          .impls = ops::ImplSet{ops::Impl::naive}};
 }
 
 }  // namespace seqmix

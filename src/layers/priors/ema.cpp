@@ -50,14 +50,15 @@ class EmaPrior : public DecayedLinearPrior {
 }  // namespace
 
 PriorDeclaration ema_prior() {
-  return PriorDeclarationOf<EmaOptions>{
-      .name = "ema",
-      .has_query_key = false,
-      .meaning = "exponential moving average per head: gamma_h^(t-i), a learned time-invariant decay",
-      .make = make_prior<EmaPrior>,
-      .fields = {Field<EmaOptions>::real("ema_half_life", &EmaOptions::ema_half_life,
-                                         "ema prior: the slowest head's initial half-life in tokens", 1.0, 1e6)}}
-      .erase();
+  return {.component = PriorDeclarationOf<EmaOptions>{
+               .name = "ema",
+               .meaning = "exponential moving average per head: gamma_h^(t-i), a learned time-invariant decay",
+               .fields = {Field<EmaOptions>::real("ema_half_life", &EmaOptions::ema_half_life,
+                                                  "ema prior: the slowest head's initial half-life in tokens", 1.0,
+                                                  1e6)},
+               .make = make_prior<EmaPrior, EmaOptions>}
+               .erase(),
+          .has_query_key = false};
 }
 
 }  // namespace seqmix

@@ -48,13 +48,13 @@ class GlaPrior : public DecayedLinearPrior {
 }  // namespace
 
 PriorDeclaration gla_prior() {
-  return PriorDeclarationOf<DecayOptions>{
-      .name = "gla",
-      .has_query_key = true,
-      .meaning = "linear attention with a data-dependent decay per head",
-      .make = make_prior<GlaPrior>,
-      .fields = {decay_option_fields()}}
-      .erase();
+  return {.component = PriorDeclarationOf<DecayOptions>{
+               .name = "gla",
+               .meaning = "linear attention with a data-dependent decay per head",
+               .fields = {decay_option_fields()},
+               .make = make_prior<GlaPrior, DecayOptions>}
+               .erase(),
+          .has_query_key = true};
 }
 
 }  // namespace seqmix

@@ -47,12 +47,12 @@ class LinearPrior : public LinearStatePrior {
 }  // namespace
 
 PriorDeclaration linear_prior() {
-  return PriorDeclarationOf<NoOptions>{
-      .name = "linear",
-      .has_query_key = true,
-      .meaning = "normalised linear attention, ReLU + eps features",
-      .make = make_prior<LinearPrior>}
-      .erase();
+  return {.component = PriorDeclarationOf<NoOptions>{
+               .name = "linear",
+               .meaning = "normalised linear attention, ReLU + eps features",
+               .make = make_prior<LinearPrior, NoOptions>}
+               .erase(),
+          .has_query_key = true};
 }
 
 }  // namespace seqmix

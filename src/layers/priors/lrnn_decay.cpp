@@ -28,13 +28,13 @@ class LrnnDecayPrior : public DecayedLinearPrior {
 }  // namespace
 
 PriorDeclaration lrnn_decay_prior() {
-  return PriorDeclarationOf<DecayOptions>{
-      .name = "lrnn_decay",
-      .has_query_key = false,
-      .meaning = "the decay of GLA alone: exp(sum of per-head log decays)",
-      .make = make_prior<LrnnDecayPrior>,
-      .fields = {decay_option_fields()}}
-      .erase();
+  return {.component = PriorDeclarationOf<DecayOptions>{
+               .name = "lrnn_decay",
+               .meaning = "the decay of GLA alone: exp(sum of per-head log decays)",
+               .fields = {decay_option_fields()},
+               .make = make_prior<LrnnDecayPrior, DecayOptions>}
+               .erase(),
+          .has_query_key = false};
 }
 
 }  // namespace seqmix

@@ -43,8 +43,8 @@ struct PriorConfig {
   bool bias = true;
   bool causal = true;
   ops::Impl impl = ops::Impl::automatic;
-  // The prior's own options: the options struct its file declares (PriorDeclarationOf<O>::fields), or empty for its
-  // defaults. FEM fills it from its spec; a baseline mixer that sets one builds the struct itself.
+  // The prior's own options: the options struct its file declares (its PriorDeclarationOf<O>'s fields), or empty for
+  // its defaults. FEM fills it from its spec; a baseline mixer that sets one builds the struct itself.
   std::any own;
   // What the baseline mixers set differently from FEM.
   QueryKeyLayout layout = QueryKeyLayout::separate;
@@ -143,47 +143,27 @@ O own_options(const PriorConfig& config) {
 // [..., dv] -> [..., n*dv]: per-channel prior parameters shared by the n value streams ([v, e] or [v, e, 1]).
 at::Tensor tile_streams(const at::Tensor& t, int64_t n);
 
-// A prior's declaration, written in its own file (src/layers/priors/<prior>.cpp) and listed once in priors.cpp:
-// its name, whether it has queries and keys (RoPE applies), its meaning, how to make it, the implementations its op
-// has, and its own options. `home` is where packed projections go (the mixer); separate ones go in the prior itself.
-struct PriorDeclaration {
-  std::string name;
-  bool has_query_key = false;
-  std::string meaning;
-  Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
-  ops::ImplSet impls{ops::Impl::fused, ops::Impl::naive};  // the names its op takes (the op picks per device)
-  // The options FEM's spec takes for this prior (fem:prior=ssm,ssm_state=8), and how validated options read into
-  // its options struct (PriorConfig::own); no options: no read.
-  std::vector<OptionInfo> options;
-  std::function<std::any(const Options&)> read_options;
-};
-
-// A prior's declaration on its options struct O: `fields` bind each option to a field of O (its default is O{}'s).
+// A prior's declaration, written in its own file (src/layers/priors/<prior>.cpp) and listed once in priors.cpp, on
+// the declaration template every registered component shares (include/seqmix/io/declaration.h): its name, meaning
+// and own options (FEM's spec takes them: fem:prior=ssm,ssm_state=8, each bound to a field of the prior's options
+// struct O), and `make`, which builds the prior from its parsed options, the config and `home`, where packed
+// projections go (the mixer; separate ones go in the prior itself). Beside it, what FEM and the baseline mixers ask
+// of a prior: whether it has queries and keys (RoPE applies) and the implementations its op has.
+using PriorComponent = Declaration<Prior, const PriorConfig&, torch::nn::Module&>;
 template <class O>
-struct PriorDeclarationOf {
-  std::string name;
+using PriorDeclarationOf = DeclarationOf<O, Prior, const PriorConfig&, torch::nn::Module&>;
+struct PriorDeclaration {
+  PriorComponent component;
   bool has_query_key = false;
-  std::string meaning;
-  Prior (*make)(const PriorConfig& config, torch::nn::Module& home) = nullptr;
-  ops::ImplSet impls{ops::Impl::fused, ops::Impl::naive};
-  std::vector<Field<O>> fields = {};
-
-  PriorDeclaration erase() const {
-    PriorDeclaration d{name, has_query_key, meaning, make, impls, {}, {}};
-    for (const auto& f : fields) d.options.push_back(f.info);
-    if (!fields.empty())
-      d.read_options = [fields = fields](const Options& o) -> std::any {
-        O options;
-        for (const auto& f : fields) f.read(o, options);
-        return options;
-      };
-    return d;
-  }
+  ops::ImplSet impls{ops::Impl::fused, ops::Impl::naive};  // the names its op takes (the op picks per device)
+  const std::string& name() const { return component.info.name; }
 };
-// The make of a prior class P constructed from (config, home).
-template <class P>
-Prior make_prior(const PriorConfig& config, torch::nn::Module& home) {
-  return std::make_shared<P>(config, home);
+// The make of a prior class P constructed from (config, home), its own options O in config.own.
+template <class P, class O>
+Prior make_prior(const O& own, const PriorConfig& config, torch::nn::Module& home) {
+  PriorConfig with_own = config;
+  with_own.own = own;
+  return std::make_shared<P>(with_own, home);
 }
 
 // The key-value machinery of the softmax prior (q/k projection, cache, block prefill) with another read of its
@@ -197,5 +177,7 @@ const std::vector<PriorDeclaration>& prior_declarations();
 // The declaration of `name`; throws Error listing the priors.
 const PriorDeclaration& prior_declaration(const std::string& name);
 std::vector<std::string> prior_names();
+// The prior `name` made for config in home, with its own options from config.own (its defaults when empty).
+Prior build_prior(const std::string& name, const PriorConfig& config, torch::nn::Module& home);
 
 }  // namespace seqmix

@@ -29,14 +29,22 @@ const std::vector<PriorDeclaration>& prior_declarations() {
 
 std::vector<std::string> prior_names() {
   std::vector<std::string> names;
-  for (const auto& p : prior_declarations()) names.push_back(p.name);
+  for (const auto& p : prior_declarations()) names.push_back(p.name());
   return names;
 }
 
 const PriorDeclaration& prior_declaration(const std::string& name) {
   for (const auto& p : prior_declarations())
-    if (p.name == name) return p;
+    if (p.name() == name) return p;
   throw Error("unknown prior '" + name + "'; valid priors: " + join(prior_names()));
+}
+
+Prior build_prior(const std::string& name, const PriorConfig& config, torch::nn::Module& home) {
+  const PriorComponent& prior = prior_declaration(name).component;
+  const std::any own = config.own.has_value()
+                           ? config.own
+                           : prior.parse(Options("prior " + name, prior.info.options, Spec{name, {}}));
+  return prior.build(own, config, home);
 }
 
 }  // namespace seqmix

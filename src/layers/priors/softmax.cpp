@@ -98,15 +98,19 @@ class KeyValuePrior : public PriorImpl {
 
 }  // namespace
 
+namespace {
+Prior make_softmax_prior(const NoOptions&, const PriorConfig& config, torch::nn::Module& home) {
+  return std::make_shared<KeyValuePrior>(config, home, "softmax", AttendFn());
+}
+}  // namespace
+
 PriorDeclaration softmax_prior() {
-  return PriorDeclarationOf<NoOptions>{
-      .name = "softmax",
-      .has_query_key = true,
-      .meaning = "softmax(q k^T / sqrt(dk)) over the visible keys",
-      .make = [](const PriorConfig& config, torch::nn::Module& home) -> Prior {
-        return std::make_shared<KeyValuePrior>(config, home, "softmax", AttendFn());
-      }}
-      .erase();
+  return {.component = PriorDeclarationOf<NoOptions>{
+               .name = "softmax",
+               .meaning = "softmax(q k^T / sqrt(dk)) over the visible keys",
+               .make = make_softmax_prior}
+               .erase(),
+          .has_query_key = true};
 }
 
 Prior make_key_value_prior(const PriorConfig& config, torch::nn::Module& home, const std::string& name, AttendFn attend) {

@@ -92,14 +92,14 @@ class SsmPrior : public PriorImpl {
 }  // namespace
 
 PriorDeclaration ssm_prior() {
-  return PriorDeclarationOf<SsmPriorOptions>{
-      .name = "ssm",
-      .has_query_key = false,
-      .meaning = "selective SSM impulse response, normalised by the scan of ones",
-      .make = make_prior<SsmPrior>,
-      .fields = {Field<SsmPriorOptions>::integer("ssm_state", &SsmPriorOptions::ssm_state, "state size of the ssm prior",
-                                                 1)}}
-      .erase();
+  return {.component = PriorDeclarationOf<SsmPriorOptions>{
+               .name = "ssm",
+               .meaning = "selective SSM impulse response, normalised by the scan of ones",
+               .fields = {Field<SsmPriorOptions>::integer("ssm_state", &SsmPriorOptions::ssm_state,
+                                                          "state size of the ssm prior", 1)},
+               .make = make_prior<SsmPrior, SsmPriorOptions>}
+               .erase(),
+          .has_query_key = false};
 }
 
 }  // namespace seqmix
