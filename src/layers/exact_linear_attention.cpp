@@ -65,10 +65,12 @@ torch::Tensor ExactLinearAttentionImpl::forward(const torch::Tensor& x) {
 
 DecodeState ExactLinearAttentionImpl::init_state(int64_t batch) const {
   check_decodable();
-  ops::ElaState s = ops::ela_initial_state(batch, options_.heads, head_dim_, head_dim_, *kernel_,
-                                           recurrent_state_options(qkv->weight.options()));
-  if (!s.key_max.defined()) s.key_max = torch::empty({0}, s.kv.options());  // ela_step's: empty where none
-  return DecodeState::of(std::move(s));
+  // The op's state, as ela_step takes it (key_max empty for the kernels without one).
+  const auto options = recurrent_state_options(qkv->weight.options());
+  const auto s = ops::ela_initial_state(
+      batch, options_.heads, head_dim_, head_dim_,
+      {.kernel = kernel_->name, .dtype = options.dtype().toScalarType(), .device = options.device()});
+  return DecodeState::of(ops::ElaState{s.kv, s.k_sum, s.key_max});
 }
 
 torch::Tensor ExactLinearAttentionImpl::step(const torch::Tensor& x_t, DecodeState& state) {

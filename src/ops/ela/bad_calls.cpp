@@ -8,14 +8,6 @@
 namespace seqmix::ops {
 using namespace bad_call_support;
 
-namespace {
-// The state's key_max as ela_step takes it: empty ([0]) for the kernels without one, whose ElaState leaves it
-// undefined.
-torch::Tensor key_max_of(const ops::ElaState& state) {
-  return state.key_max.defined() ? state.key_max : torch::empty({0}, state.kv.options());
-}
-}  // namespace
-
 std::vector<BadCall> ela_bad_calls() {
   torch::manual_seed(5);
   const auto q = rnd({kB, kT, kH, kDk}), k = rnd({kB, kT, kH, kDk}), v = rnd({kB, kT, kH, kDv});
@@ -83,35 +75,38 @@ std::vector<BadCall> ela_bad_calls() {
 
   const std::string es = "ela_step";
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
+  // The op's decode state (ops::ela_initial_state), float64.
+  const ops::ElaInitialStateArgs hadamard_state{.kernel = hadamard.name, .dtype = torch::kDouble};
+  const ops::ElaInitialStateArgs poly_state{.kernel = poly.name, .dtype = torch::kDouble};
   cases.push_back({es + ": q_t of rank 4", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, hadamard, kF64);
-                     ops::ela_step(q_t.unsqueeze(1), k_t, v_t, state.kv, state.k_sum, key_max_of(state),
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, hadamard_state);
+                     ops::ela_step(q_t.unsqueeze(1), k_t, v_t, state.kv, state.k_sum, state.key_max,
                                    {.kernel = hadamard.name});
                    }, es});
   cases.push_back({es + ": state.kv of rank 3", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly, kF64);
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly_state);
                      state.kv = state.kv.flatten(2);
-                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, key_max_of(state),
+                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, state.key_max,
                                    {.kernel = poly.name});
                    }, es});
   cases.push_back({es + ": k_t with another head width", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, hadamard, kF64);
-                     ops::ela_step(q_t, rnd({kB, kH, kDk + 1}), v_t, state.kv, state.k_sum, key_max_of(state),
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, hadamard_state);
+                     ops::ela_step(q_t, rnd({kB, kH, kDk + 1}), v_t, state.kv, state.k_sum, state.key_max,
                                    {.kernel = hadamard.name});
                    }, es});
   cases.push_back({es + ": v_t with another value width", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly, kF64);
-                     ops::ela_step(q_t, k_t, rnd({kB, kH, kDv + 1}), state.kv, state.k_sum, key_max_of(state),
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly_state);
+                     ops::ela_step(q_t, k_t, rnd({kB, kH, kDv + 1}), state.kv, state.k_sum, state.key_max,
                                    {.kernel = poly.name});
                    }, es});
   cases.push_back({es + ": the state of another kernel", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly, kF64);
-                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, key_max_of(state),
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly_state);
+                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, state.key_max,
                                    {.kernel = hadamard.name});
                    }, es});
   cases.push_back({es + ": negative eps", [=] {
-                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly, kF64);
-                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, key_max_of(state),
+                     auto state = ops::ela_initial_state(kB, kH, kDk, kDv, poly_state);
+                     ops::ela_step(q_t, k_t, v_t, state.kv, state.k_sum, state.key_max,
                                    {.kernel = poly.name, .eps = -1.0});
                    }, "eps"});
 
