@@ -62,7 +62,7 @@ SAMPLES = {
     "light2nd1st_read": lambda: (randn(B, T, H, DK), randn(B, T, H, DK), randn(B, T, H, DV), 0.8, randn(H)),
 }
 # Operators with no tensor inputs (they take a dtype) and the table itself.
-WITHOUT_TENSOR_INPUTS = {"linear_attention_initial_state", "aft_initial_state", "ela_initial_state", "op_table"}
+WITHOUT_TENSOR_INPUTS = {"linear_attention_initial_state", "aft_initial_state", "ela_initial_state"}
 
 
 def schema(name):

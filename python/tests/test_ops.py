@@ -1,10 +1,12 @@
 """Every op of torch.ops.seqmix from Python against a pure-PyTorch reference written here, forward and
 gradients (torch.autograd.gradcheck in float64), in every implementation the op table gives it (fused, naive,
 torch), on small awkward shapes."""
+import importlib.util
 import math
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import torch
@@ -593,14 +595,58 @@ class SecondOrderReads(OpCase):
 
 
 class EveryOpHasAWrapper(unittest.TestCase):
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+    def generator(self):
+        spec = importlib.util.spec_from_file_location(
+            "generate_op_wrappers", os.path.join(self.ROOT, "scripts", "generate_op_wrappers.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
     def test_the_entry_points_are_what_the_schemas_generate(self):
-        """python/seqmix/_op_wrappers.py, include/seqmix/ops/operators.h, src/ops/operators.cpp and
-        src/ops/common/kernel_operators.h are the generator's output for the operators this library registers: a new
-        or changed operator needs `scripts/generate_op_wrappers.py` run, not an entry point written."""
-        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-        result = subprocess.run([sys.executable, os.path.join(root, "scripts", "generate_op_wrappers.py"), "--check"],
-                                capture_output=True, text=True, env={**os.environ, "SEQMIX_OPS_LIBRARY": seqmix.library_path()})
+        """python/seqmix/_op_wrappers.py, include/seqmix/ops/operators.h, src/ops/operators.cpp,
+        src/ops/common/kernel_operators.h and src/ops/common/operator_calls.h are the generator's output for the
+        operators the sources define: a new or changed operator needs `scripts/generate_op_wrappers.py` run, not an
+        entry point or a kernel's signature written."""
+        result = subprocess.run([sys.executable, os.path.join(self.ROOT, "scripts", "generate_op_wrappers.py"), "--check"],
+                                capture_output=True, text=True)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_the_generator_reads_the_schemas_and_docs_the_library_registers(self):
+        """The generator reads each schema and doc from the string literals of define_op and define_kernel; the
+        library registers them from the same literals. Every registered seqmix operator but the package's own is
+        read, with the registered schema and doc."""
+        found = self.generator().declarations()
+        registered = {s.name.split("::")[1]: s for s in torch._C._jit_get_all_schemas() if s.name.startswith("seqmix::")}
+        docs = {op["name"]: op["doc"] for family in seqmix.op_table()["families"] for op in family["torch_ops"]}
+        self.assertEqual({d["name"] for d in found} | {"op_table"} | set(seqmix.ops.PACKAGE_OPS), set(registered))
+        for d in found:
+            with self.subTest(op=d["name"]):
+                self.assertEqual(str(d["schema"]), str(registered[d["name"]]).replace("seqmix::", "", 1))
+                if d["kind"] == "op":
+                    self.assertEqual(d["doc"], docs[d["name"]])
+
+    def test_the_generator_refuses_a_definition_it_cannot_read_naming_the_file_and_line(self):
+        generator = self.generator()
+        cases = {
+            "schema_in_a_variable": ('define_op<&f>(m, kSchema, "doc");', "schema must be string literals"),
+            "no_doc": ('define_op<&f>(m, "f(Tensor x) -> Tensor");', "operator f has no doc"),
+            "bad_schema": ('define_op<&f>(m, "f(Tensor x -> Tensor", "doc");', "the schema does not parse"),
+            "kernel_name": ('define_kernel<&c, &m2>(m, "f(Tensor x) -> Tensor[]");', "kernel operators"),
+            "twice": ('define_op<&f>(m, "f(Tensor x) -> Tensor", "a");\ndefine_op<&g>(m, "f(Tensor y) -> Tensor", "b");',
+                      "operator f is defined twice"),
+        }
+        for name, (text, expected) in cases.items():
+            with self.subTest(case=name), tempfile.TemporaryDirectory() as root:
+                os.makedirs(os.path.join(root, "family"))
+                with open(os.path.join(root, "family", "declare.cpp"), "w") as f:
+                    f.write("// a family\n" + text + "\n")
+                generator.OPS_SOURCES = root
+                with self.assertRaises(SystemExit) as raised:
+                    generator.declarations()
+                self.assertIn(expected, str(raised.exception))
+                self.assertIn("declare.cpp:2", str(raised.exception))
 
     def test_the_op_table_the_registered_ops_and_the_wrappers_agree(self):
         """A new op in an op family's declare.cpp needs a wrapper in python/seqmix/ops.py (and a test here)."""
@@ -609,9 +655,16 @@ class EveryOpHasAWrapper(unittest.TestCase):
         self.assertGreaterEqual(len(kernels), 12)
         registered -= kernels
         table = {op["name"] for family in seqmix.op_table()["families"] for op in family["torch_ops"]}
-        self.assertEqual(registered, table | set(seqmix.ops.PACKAGE_OPS))
+        self.assertEqual(registered, table | {"op_table"} | set(seqmix.ops.PACKAGE_OPS))
         wrapped = {name for name in seqmix.ops.__all__ if name not in seqmix.ops.PYTHON_ONLY}
-        self.assertEqual(wrapped, table | {"read_safetensors_cpp"})
+        self.assertEqual(wrapped, table | {"op_table", "read_safetensors_cpp"})
+
+    def test_the_table_lists_each_family_s_operators_as_the_sources_define_them(self):
+        """The op table's operators are those define_op registers, under the folder that defines them, in
+        definition order: no family lists them by hand."""
+        found = self.generator().operators(self.generator().declarations())
+        table = [(family["name"], op["name"]) for family in seqmix.op_table()["families"] for op in family["torch_ops"]]
+        self.assertEqual(table, [(d["family"], d["name"]) for d in found])
 
     def test_every_op_with_impls_is_tested_in_each(self):
         """Each op with an impl argument is called here with every impl the table gives it."""

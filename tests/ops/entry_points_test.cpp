@@ -1,12 +1,14 @@
 // An operator is declared once, by its schema: its C++ entry points (include/seqmix/ops/operators.h and
-// src/ops/common/kernel_operators.h) are generated from the registered schemas by scripts/generate_op_wrappers.py
-// (python.ops fails while the committed files differ from what it writes), and the dispatcher refuses a kernel whose
-// C++ type disagrees with the schema. These tests hold the C++ side of that.
+// src/ops/common/kernel_operators.h) and the calls its kernels take (src/ops/common/operator_calls.h) are generated
+// from the schemas by scripts/generate_op_wrappers.py (python.ops fails while the committed files differ from what it
+// writes), and the dispatcher refuses a kernel whose C++ type disagrees with the schema. These tests hold the C++
+// side of that.
 #include <gtest/gtest.h>
 #include <torch/library.h>
 #include <torch/torch.h>
 
 #include "../../src/ops/common/kernel_operators.h"
+#include "../../src/ops/common/torch_op.h"
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/operators.h"
 
@@ -14,6 +16,7 @@ namespace seqmix {
 namespace {
 
 at::Tensor takes_an_integer(const at::Tensor& x, int64_t) { return x; }
+at::Tensor normalised_read_kernel(const ops::NormalisedReadCall& call) { return call.numerator; }
 
 TEST(EntryPoints, EveryEntryPointHasItsOperatorsCppType) {
   // typed<>() checks the entry point's C++ signature against the kernels registered for the operator.
@@ -27,6 +30,33 @@ TEST(EntryPoints, TheDispatcherRefusesAKernelThatDisagreesWithTheSchema) {
   torch::Library library(torch::Library::DEF, "seqmix_entry_points_test", c10::nullopt, __FILE__, __LINE__);
   library.def("f(Tensor x, float y) -> Tensor");
   EXPECT_THROW(library.impl("f", torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(takes_an_integer))), c10::Error);
+}
+
+TEST(EntryPoints, AKernelTakesItsOperatorsCallAndNoOther) {
+  // define_op registers NormalisedReadCall::as_kernel<f>, of the C++ type generated from normalised_read's schema: a
+  // schema that has drifted from the generated call (eps an int) is refused as the library loads, and so is a
+  // kernel registered under another operator's name, naming both.
+  torch::Library library(torch::Library::DEF, "seqmix_entry_points_calls_test", c10::nullopt, __FILE__, __LINE__);
+  EXPECT_THROW(ops::define_op<&normalised_read_kernel>(
+                   library, "normalised_read(Tensor numerator, Tensor normaliser, int eps) -> Tensor", "doc"),
+               c10::Error);
+  try {
+    ops::define_op<&normalised_read_kernel>(
+        library, "other_read(Tensor numerator, Tensor normaliser, float eps) -> Tensor", "doc");
+    ADD_FAILURE() << "a kernel of normalised_read was registered as other_read";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("define_op of other_read with a kernel of normalised_read"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
+  // Neither reached the op table.
+  int normalised_reads = 0;
+  for (const auto& family : ops::op_families())
+    for (const auto& op : family.torch_ops) {
+      EXPECT_NE(op.name, "other_read");
+      normalised_reads += op.name == "normalised_read";
+    }
+  EXPECT_EQ(normalised_reads, 1);
 }
 
 TEST(EntryPoints, ArgumentsLeftOutTakeTheSchemasDefaults) {

@@ -51,15 +51,18 @@ struct BadCall {
   std::string expected;
 };
 
-// One operator torch.ops.seqmix.<name>.
+// One operator torch.ops.seqmix.<name>, as its define_op registers it (src/ops/common/torch_op.h).
 struct TorchOpDeclaration {
   std::string name;
   ImplSet impls{};  // for operators with an `impl` argument; empty otherwise
 };
+// Lists operator `op` in the op table under `family`, in definition order; define_op and
+// define_op_without_tensors call it, so no family writes its operators' names.
+void list_operator(const std::string& family, TorchOpDeclaration op);
 
 struct OpFamily {
   std::string name;  // its folder, src/ops/<name>
-  std::vector<TorchOpDeclaration> torch_ops;
+  std::vector<TorchOpDeclaration> torch_ops;  // filled by op_families() from the operators its folder defines
   std::vector<BenchCaseDeclaration> bench_cases;
   std::function<std::vector<BadCall>()> bad_calls;
 };

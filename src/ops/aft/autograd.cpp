@@ -14,26 +14,14 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using Mask = c10::optional<at::Tensor>;
 
-// {numerator, normaliser, key_max}, each [B,T,C].
-Tensors forward_cpu(const at::Tensor& k, const at::Tensor& v, const Mask& mask, const Mask& cu_seqlens) {
-  auto r = aft_fused_forward(k, v, or_undefined(mask), or_undefined(cu_seqlens));
-  return {r.numerator, r.normaliser, r.key_max};
-}
-Tensors forward_meta(const at::Tensor& k, const at::Tensor&, const Mask&, const Mask&) {
-  return {at::empty_like(k), at::empty_like(k), at::empty_like(k)};
+// The shapes aft_fused_forward makes: {numerator, normaliser, key_max}, each [B,T,C].
+Tensors forward_meta(const AftForwardCall& call) {
+  return {at::empty_like(call.k), at::empty_like(call.k), at::empty_like(call.k)};
 }
 // {dk, dv}
-Tensors backward_cpu(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& k,
-                     const at::Tensor& v, const Mask& mask, const at::Tensor& numerator, const at::Tensor& normaliser,
-                     const at::Tensor& key_max, const Mask& cu_seqlens) {
-  return aft_fused_backward(grad_numerator, grad_normaliser, k, v, or_undefined(mask), numerator, normaliser, key_max,
-                            or_undefined(cu_seqlens));
-}
-Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& k, const at::Tensor& v, const Mask&,
-                      const at::Tensor&, const at::Tensor&, const at::Tensor&, const Mask&) {
-  return {at::empty_like(k), at::empty_like(v)};
+Tensors backward_meta(const AftBackwardCall& call) {
+  return {at::empty_like(call.k), at::empty_like(call.v)};
 }
 
 
@@ -70,9 +58,9 @@ PriorRead aft_fused(const at::Tensor& k, const at::Tensor& v, const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta>(
+  define_kernel<&aft_fused_forward, &forward_meta>(
       m, "_aft_forward(Tensor k, Tensor v, Tensor? mask, Tensor? cu_seqlens) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&aft_fused_backward, &backward_meta>(
       m, "_aft_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor k, Tensor v, Tensor? mask, "
          "Tensor numerator, Tensor normaliser, Tensor key_max, Tensor? cu_seqlens) -> Tensor[]");
 }

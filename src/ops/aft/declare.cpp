@@ -27,50 +27,43 @@ namespace {
 // With a state (fla's initial_state / output_final_state): the read continued from the state, and the state
 // after the last position (packed: one state per sequence). Outputs must not alias each other or an input, so the
 // final state is copied.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_op(
-    const at::Tensor& k, const at::Tensor& v, const c10::optional<at::Tensor>& mask, c10::string_view impl,
-    const c10::optional<at::Tensor>& state_numerator, const c10::optional<at::Tensor>& state_normaliser,
-    const c10::optional<at::Tensor>& key_max, bool output_final_state, const c10::optional<at::Tensor>& cu_seqlens) {
-  const at::Tensor m = or_undefined(mask), offsets = or_undefined(cu_seqlens);
-  const AftState initial{or_undefined(state_numerator), or_undefined(state_normaliser), or_undefined(key_max)};
-  const AftReadWithState r =
-      continue_aft_scan(native::aft(k, v, m, impl_of(impl), offsets), k, m, initial, output_final_state, offsets);
+AftCall::Result aft_op(const AftCall& call) {
+  const at::Tensor m = or_undefined(call.mask), offsets = or_undefined(call.cu_seqlens);
+  const AftState initial{or_undefined(call.state_numerator), or_undefined(call.state_normaliser),
+                         or_undefined(call.key_max)};
+  const AftReadWithState r = continue_aft_scan(native::aft(call.k, call.v, m, impl_of(call.impl), offsets), call.k, m,
+                                               initial, call.output_final_state, offsets);
   const auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
   return {r.read.numerator, r.read.normaliser, copy(r.final_state.numerator), copy(r.final_state.normaliser),
           copy(r.final_state.key_max)};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> aft_step_op(
-    const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& state_numerator,
-    const at::Tensor& state_normaliser, const at::Tensor& key_max, const c10::optional<at::Tensor>& mask_t) {
-  AftState state{state_numerator, state_normaliser, key_max};
-  const PriorRead r = native::aft_step(k_t, v_t, state, or_undefined(mask_t));
+AftStepCall::Result aft_step_op(const AftStepCall& call) {
+  AftState state{call.state_numerator, call.state_normaliser, call.key_max};
+  const PriorRead r = native::aft_step(call.k_t, call.v_t, state, or_undefined(call.mask_t));
   // The read is a view of the new state; outputs must not alias each other.
   return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> aft_initial_state_op(int64_t batch, int64_t channels,
-                                                                    c10::optional<at::ScalarType> dtype,
-                                                                    c10::optional<at::Device> device) {
-  const AftState s = aft_initial_state(batch, channels, options_of(dtype, device));
+AftInitialStateCall::Result aft_initial_state_op(const AftInitialStateCall& call) {
+  const AftState s = aft_initial_state(call.batch, call.channels, options_of(call.dtype, call.device));
   return {s.numerator, s.normaliser, s.key_max};
 }
 
 // The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
-TensorPair fem_aft_read_op(const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
-                           const c10::optional<at::Tensor>& mask, c10::string_view impl,
-                           const c10::optional<at::Tensor>& cu_seqlens) {
+TensorPair fem_aft_read_op(const FemAftReadCall& call) {
+  const at::Tensor &k = call.k, &v = call.v;
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kAftImpls, "fem_aft_read", k.device());
-  const at::Tensor m = or_undefined(mask);
+  const Impl chosen = check_impl(impl_of(call.impl), kAftImpls, "fem_aft_read", k.device());
+  const at::Tensor m = or_undefined(call.mask);
   if (m.defined()) check_aft_args("fem_aft_read", k, v, m);
   // Padding made finite before the value scaling too, whose exp would turn a NaN there into a NaN gradient.
   const at::Tensor key = finite_padding("fem_aft_read", "k", k, m), value = finite_padding("fem_aft_read", "v", v, m);
-  const FemRead r = fem_capped_read("fem_aft_read", value, beta, cap, [&](const at::Tensor& values) {
+  const FemRead r = fem_capped_read("fem_aft_read", value, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto keys = at::cat({key, key}, -1).to(values.scalar_type());  // each channel's key logit, both streams
-    return native::normalised_read(native::aft(keys, values, m, chosen, or_undefined(cu_seqlens)),
+    return native::normalised_read(native::aft(keys, values, m, chosen, or_undefined(call.cu_seqlens)),
                                    kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
@@ -94,7 +87,6 @@ OpFamily declare_aft() {
                                   .impls = kAftImpls,
                                   .make = aft_case};
   return {.name = "aft",
-          .torch_ops = {{"aft", kAftImpls}, {"aft_step"}, {"aft_initial_state"}, {"fem_aft_read", kAftImpls}},
           .bench_cases = {scan},
           .bad_calls = aft_bad_calls};
 }
@@ -118,7 +110,7 @@ m_t the causal running max. k, v [B,T,C], mask [B,T] bool -> two [B,T,C].
 initial_state (state_numerator, state_normaliser, key_max), each [B,C] as aft_initial_state / aft_step keep
 them, continues from earlier positions; output_final_state=True also returns the state after the last
 position, (numerator, normaliser, state). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, C],
-each read from a fresh state (or its own row of initial_state, [N,C] each).)doc");
+each read from a fresh state (or its own row of initial_state, [N,C] each).)doc", kAftImpls);
   define_op<&aft_step_op>(m, "aft_step(Tensor k_t, Tensor v_t, Tensor state_numerator, Tensor state_normaliser, "
                              "Tensor key_max, "
                              "Tensor? mask_t=None) -> (Tensor numerator, Tensor normaliser, Tensor state_numerator, "
@@ -133,5 +125,5 @@ each read from a fresh state (or its own row of initial_state, [N,C] each).)doc"
                                  "str impl='auto', Tensor? cu_seqlens=None) -> (Tensor mean, Tensor free_energy)",
       R"doc(The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
 k, v [B,T,C], beta [C], mask [B,T] bool (True = real token) -> (mean, free_energy) [B,T,C]. cu_seqlens packs
-sequences as in aft.)doc");
+sequences as in aft.)doc", kAftImpls);
 }

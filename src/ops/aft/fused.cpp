@@ -134,8 +134,9 @@ void check_fused_aft_args(const char* op, const at::Tensor& k, const at::Tensor&
 
 }  // namespace
 
-AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in,
-                                  const at::Tensor& cu_seqlens) {
+std::vector<at::Tensor> aft_fused_forward(const AftForwardCall& call) {
+  const at::Tensor &k_in = call.k, &v_in = call.v;
+  const at::Tensor mask_in = call.mask.value_or(at::Tensor()), cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   check_fused_aft_args("aft_fused", k_in, v_in, mask_in);
   check_cu_seqlens("aft_fused", cu_seqlens, k_in.size(0), k_in.size(1));
   auto k = k_in.contiguous(), v = v_in.contiguous();
@@ -149,10 +150,11 @@ AftFusedForward aft_fused_forward(const at::Tensor& k_in, const at::Tensor& v_in
   return {numerator, normaliser, key_max};
 }
 
-std::vector<at::Tensor> aft_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
-                                           const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask_in,
-                                           const at::Tensor& numerator_in, const at::Tensor& normaliser_in,
-                                           const at::Tensor& key_max_in, const at::Tensor& cu_seqlens) {
+std::vector<at::Tensor> aft_fused_backward(const AftBackwardCall& call) {
+  const at::Tensor &grad_numerator = call.grad_numerator, &grad_normaliser = call.grad_normaliser;
+  const at::Tensor &k_in = call.k, &v_in = call.v;
+  const at::Tensor &numerator_in = call.numerator, &normaliser_in = call.normaliser, &key_max_in = call.key_max;
+  const at::Tensor mask_in = call.mask.value_or(at::Tensor()), cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   check_fused_aft_args("aft_fused backward", k_in, v_in, mask_in);
   for (const auto* t : {&grad_numerator, &grad_normaliser, &numerator_in, &normaliser_in, &key_max_in})
     TORCH_CHECK(t->sizes() == k_in.sizes() && t->scalar_type() == k_in.scalar_type(),

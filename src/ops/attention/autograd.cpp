@@ -14,29 +14,25 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using Mask = c10::optional<at::Tensor>;
 
 // {out [B,T,H,dv], lse [B,H,T]}
-Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                    const Mask& key_mask, const Mask& cu_seqlens) {
-  auto r = softmax_attention_fused_forward(q, k, v, causal, scale, or_undefined(key_mask), or_undefined(cu_seqlens));
+Tensors forward_cpu(const AttentionForwardCall& call) {
+  auto r = softmax_attention_fused_forward(call.q, call.k, call.v, call.causal, call.scale,
+                                           or_undefined(call.key_mask), or_undefined(call.cu_seqlens));
   return {r.out, r.lse};
 }
-Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, bool, double, const Mask&,
-                     const Mask&) {
+Tensors forward_meta(const AttentionForwardCall& call) {
+  const at::Tensor& q = call.q;
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2);
-  return {empty_meta(q, {B, T, H, v.sym_size(3)}), empty_meta(q, {B, H, T})};
+  return {empty_meta(q, {B, T, H, call.v.sym_size(3)}), empty_meta(q, {B, H, T})};
 }
 // {dq, dk, dv}
-Tensors backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& out, const at::Tensor& lse, bool causal, double scale, const Mask& key_mask,
-                     const Mask& cu_seqlens) {
-  return softmax_attention_fused_backward(grad_out, q, k, v, out, lse, causal, scale, or_undefined(key_mask),
-                                          or_undefined(cu_seqlens));
+Tensors backward_cpu(const AttentionBackwardCall& call) {
+  return softmax_attention_fused_backward(call.grad_out, call.q, call.k, call.v, call.out, call.lse, call.causal,
+                                          call.scale, or_undefined(call.key_mask), or_undefined(call.cu_seqlens));
 }
-Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor&, const at::Tensor&, bool, double, const Mask&, const Mask&) {
-  return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
+Tensors backward_meta(const AttentionBackwardCall& call) {
+  return {at::empty_like(call.q), at::empty_like(call.k), at::empty_like(call.v)};
 }
 
 

@@ -37,15 +37,13 @@ double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
-at::Tensor attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                        c10::optional<double> scale, const c10::optional<at::Tensor>& key_mask, c10::string_view impl,
-                        const c10::optional<at::Tensor>& cu_seqlens) {
-  return native::softmax_attention(q, k, v, causal, scale_or_default(scale, q), or_undefined(key_mask), impl_of(impl),
-                                   or_undefined(cu_seqlens));
+at::Tensor attention_op(const AttentionCall& call) {
+  return native::softmax_attention(call.q, call.k, call.v, call.causal, scale_or_default(call.scale, call.q),
+                                   or_undefined(call.key_mask), impl_of(call.impl), or_undefined(call.cu_seqlens));
 }
 
-at::Tensor relu_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double eps) {
-  return relu_attention_naive(q, k, v, causal, eps);
+at::Tensor relu_attention_op(const ReluAttentionCall& call) {
+  return relu_attention_naive(call.q, call.k, call.v, call.causal, call.eps);
 }
 
 // Causal attention on q, k [B,T,H,dk], v [B,T,H,dv] ~ N(0, 1), scale 1/sqrt(dk).
@@ -70,7 +68,6 @@ OpFamily declare_attention() {
         return 2.0 * s.batch * s.heads * pairs * (s.dk + s.dv);
       }};
   return {.name = "attention",
-          .torch_ops = {{"attention", kSoftmaxAttentionImpls}, {"relu_attention"}},
           .bench_cases = {attention},
           .bad_calls = attention_bad_calls};
 }
@@ -90,7 +87,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 q [B,T,H,dk], k [B,S,H,dk], v [B,S,H,dv] -> [B,T,H,dv]. scale defaults to 1/sqrt(dk); causal lets query t
 see keys j <= t + S - T; key_mask [B,S] bool (True = a real key) drops padded keys (whatever they hold).
 cu_seqlens (int64 [N+1], flash-attn's convention) packs N sequences into q, k, v [1, total_T, H, d]: each
-query sees only its own sequence, so the output equals each sequence run alone.)doc");
+query sees only its own sequence, so the output equals each sequence run alone.)doc", kSoftmaxAttentionImpls);
   define_op<&relu_attention_op>(m, "relu_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float eps=1e-12) "
                                    "-> Tensor",
       R"doc(HyperMLP's "R" read: ReLU(s_t / sqrt(||s_t||^2 + eps)) v with s_t = (q_t . k_j)_j over the visible keys.

@@ -11,8 +11,8 @@ std::vector<BadCall> prior_read_bad_calls();
 
 namespace {
 
-at::Tensor normalised_read_op(const at::Tensor& numerator, const at::Tensor& normaliser, double eps) {
-  return native::normalised_read({numerator, normaliser}, eps);
+at::Tensor normalised_read_op(const NormalisedReadCall& call) {
+  return native::normalised_read({call.numerator, call.normaliser}, call.eps);
 }
 
 std::vector<BadCall> common_bad_calls() {
@@ -22,7 +22,7 @@ std::vector<BadCall> common_bad_calls() {
 }
 
 OpFamily declare_common() {
-  return {.name = "common", .torch_ops = {{"normalised_read"}, {"op_table"}}, .bad_calls = common_bad_calls};
+  return {.name = "common", .bad_calls = common_bad_calls};
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "seqmix/ops/op_table.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "seqmix/io/error.h"
@@ -16,6 +18,12 @@ std::vector<OpFamily (*)()>& declarations() {
   return list;
 }
 
+// The operators define_op listed, by family, in definition order.
+std::map<std::string, std::vector<TorchOpDeclaration>>& listed_operators() {
+  static std::map<std::string, std::vector<TorchOpDeclaration>> by_family;
+  return by_family;
+}
+
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -26,10 +34,28 @@ std::string join(const std::vector<std::string>& names) {
 
 OpFamilyRegistration::OpFamilyRegistration(OpFamily (*declare)()) { declarations().push_back(declare); }
 
+void list_operator(const std::string& family, TorchOpDeclaration op) {
+  listed_operators()[family].push_back(std::move(op));
+}
+
 const std::vector<OpFamily>& op_families() {
   static const std::vector<OpFamily> families = [] {
     std::vector<OpFamily> out;
-    for (auto declare : declarations()) out.push_back(declare());
+    std::map<std::string, std::vector<TorchOpDeclaration>> unclaimed = listed_operators();
+    for (auto declare : declarations()) {
+      OpFamily family = declare();
+      if (!family.torch_ops.empty())
+        throw std::logic_error("seqmix: op family " + family.name + " lists its operators; define_op lists them");
+      const auto listed = unclaimed.find(family.name);
+      if (listed != unclaimed.end()) {
+        family.torch_ops = listed->second;
+        unclaimed.erase(listed);
+      }
+      out.push_back(std::move(family));
+    }
+    if (!unclaimed.empty())
+      throw std::logic_error("seqmix: operators defined in src/ops/" + unclaimed.begin()->first +
+                             "/ but no op family of that name is declared (SEQMIX_OP_FAMILY)");
     std::sort(out.begin(), out.end(), [](const OpFamily& a, const OpFamily& b) { return a.name < b.name; });
     return out;
   }();

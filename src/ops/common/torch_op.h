@@ -13,10 +13,27 @@
 #include <utility>
 #include <vector>
 
+#include "operator_calls.h"
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/op_table.h"
 #include "seqmix/ops/prior_read.h"
 
 namespace seqmix::ops {
+
+// The <Op>Call a kernel function f (Result f(const <Op>Call&)) takes, and the function of the schema's C++ type that
+// the dispatcher registers for it (operator_calls.h).
+template <class F>
+struct CallOf {
+  static_assert(sizeof(F) == 0, "a kernel function takes its operator's call: Result f(const <Op>Call& call)");
+};
+template <class R, class C>
+struct CallOf<R (*)(const C&)> {
+  using type = C;
+};
+template <auto f>
+using CallTakenBy = typename CallOf<decltype(f)>::type;
+template <auto f>
+constexpr auto kernel_of = &CallTakenBy<f>::template as_kernel<f>;
 
 // What define_op reads off operator f's schema. A function-local static, made on first use: a static data member of
 // a class template would be constructed in an unspecified order with the registrations that fill it, and could be
@@ -162,9 +179,10 @@ struct InFloat32<R(Args...), f> {
 
 // For an operator defined with Precision::reduced_on_cuda, a CUDA call its kernel does not read as it is (another
 // impl, mixed dtypes, a state): the call as every other operator makes it, f on float32 copies.
-template <auto f, class... A>
-auto in_float32(const A&... args) {
-  return InFloat32<std::remove_pointer_t<decltype(f)>, f>::widening(args...);
+template <auto f>
+auto in_float32(const CallTakenBy<f>& call) {
+  using Call = CallTakenBy<f>;
+  return call.apply(InFloat32<typename Call::Signature, kernel_of<f>>::widening);
 }
 
 }  // namespace reduced_precision
@@ -192,19 +210,24 @@ inline std::map<std::string, std::string>& operator_docs() {
 // How an operator takes bfloat16 and float16 tensors (reduced_precision above).
 enum class Precision { in_float32, reduced_on_cuda };
 
-// Defines `schema` ("name(args) -> outputs") and registers f, taking reduced precision as above, as its
-// Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's graph for a
-// naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device has). `doc`
-// is the operator's documentation (operator_docs()). The schema is the operator's one declaration: the dispatcher
-// infers f's schema from its C++ type and refuses, as the library loads, an f that disagrees with it, and the C++
-// and Python entry points are generated from it (scripts/generate_op_wrappers.py).
+// Defines `schema` ("name(args) -> outputs") and registers f (Result f(const <Op>Call&)), taking reduced precision
+// as above, as its Autograd kernel, which records its own backward (a fused kernel's autograd Function, or ATen's
+// graph for a naive twin), and as its CPU and CUDA kernel below autograd (f picks the implementation the device
+// has). `doc` is the operator's documentation (operator_docs()). The schema is the operator's one declaration:
+// <Op>Call, the C++ and the Python entry points are generated from it (scripts/generate_op_wrappers.py, which reads
+// the schema and doc from these string literals), and the dispatcher refuses, as the library loads, a generated
+// <Op>Call::as_kernel<f> whose C++ type disagrees with it.
+// `impls`: the implementations an operator with an `impl` argument takes; the op table lists the operator under its
+// family (<Op>Call::kFamily, the folder that defines it) with them.
 template <auto f>
-void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
+void define_op(torch::Library& m, const char* schema, const char* doc, const ImplSet& impls,
                Precision precision = Precision::in_float32) {
-  using Signature = std::remove_pointer_t<decltype(f)>;
-  using Adapted = reduced_precision::InFloat32<Signature, f>;
+  using Call = CallTakenBy<f>;
+  constexpr auto kernel = kernel_of<f>;
+  using Adapted = reduced_precision::InFloat32<typename Call::Signature, kernel>;
   const c10::FunctionSchema parsed = torch::schema(schema);
-  OperatorSchema& facts = schema_of<f>();
+  TORCH_CHECK(parsed.name() == Call::kName, "seqmix: define_op of ", parsed.name(), " with a kernel of ", Call::kName);
+  OperatorSchema& facts = schema_of<kernel>();
   facts.name = parsed.name();
   for (const auto& argument : parsed.arguments()) facts.arguments.push_back(argument.name());
   std::vector<int>& state_of = facts.state_of_output;
@@ -213,18 +236,29 @@ void define_op(torch::Library& m, const char* schema, const char* doc = nullptr,
     for (size_t j = 0; j < parsed.arguments().size(); ++j)
       if (parsed.returns()[i].name() == parsed.arguments()[j].name()) state_of[i] = static_cast<int>(j);
   facts.reduced_on_cuda = precision == Precision::reduced_on_cuda;
-  if (doc) operator_docs()[parsed.name()] = doc;
   m.def(schema);
   m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(Adapted::call)));
   for (const c10::DispatchKey device : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA})
-    m.impl(parsed.name().c_str(), torch::dispatch(device, TORCH_FN((BelowAutograd<Signature, &Adapted::call>::call))));
+    m.impl(parsed.name().c_str(),
+           torch::dispatch(device, TORCH_FN((BelowAutograd<typename Call::Signature, &Adapted::call>::call))));
+  operator_docs()[parsed.name()] = doc;  // once registered: the dispatcher refuses a kernel of another C++ type
+  list_operator(Call::kFamily, {parsed.name(), impls});
+}
+// An operator without an `impl` argument (a decode step, a scaling).
+template <auto f>
+void define_op(torch::Library& m, const char* schema, const char* doc, Precision precision = Precision::in_float32) {
+  define_op<f>(m, schema, doc, ImplSet{}, precision);
 }
 
 // An operator without tensor arguments (an initial state): nothing to dispatch on, one kernel for every key.
 template <auto f>
-void define_op_without_tensors(torch::Library& m, const char* schema, const char* doc = nullptr) {
-  if (doc) operator_docs()[torch::schema(schema).name()] = doc;
-  m.def(schema, TORCH_FN(f));
+void define_op_without_tensors(torch::Library& m, const char* schema, const char* doc) {
+  const c10::FunctionSchema parsed = torch::schema(schema);
+  TORCH_CHECK(parsed.name() == CallTakenBy<f>::kName, "seqmix: define_op_without_tensors of ", parsed.name(),
+              " with a kernel of ", CallTakenBy<f>::kName);
+  m.def(schema, TORCH_FN(kernel_of<f>));
+  operator_docs()[parsed.name()] = doc;
+  list_operator(CallTakenBy<f>::kFamily, {parsed.name()});
 }
 
 // The pieces of the operators' signatures.
@@ -250,15 +284,25 @@ namespace seqmix::ops {
 // backward kernels through it (ops::kernel::<name>, kernel_operators.h, generated from the schema), so
 // torch.compile's tracing, which runs on fake tensors, reaches the shapes and records the kernel as one node of its
 // graph, forward and backward alike.
+// Both take the operator's <Op>Call (operator_calls.h).
 template <auto cpu, auto meta>
 void define_kernel(torch::Library& m, const char* schema) {
+  static_assert(std::is_same_v<CallTakenBy<cpu>, CallTakenBy<meta>>,
+                "the CPU and Meta kernels take one operator's call");
   const c10::FunctionSchema parsed = torch::schema(schema);
+  TORCH_CHECK(parsed.name() == CallTakenBy<cpu>::kName, "seqmix: define_kernel of ", parsed.name(), " with kernels of ",
+              CallTakenBy<cpu>::kName);
   m.def(schema);
-  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(cpu)));
-  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Meta, TORCH_FN(meta)));
+  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(kernel_of<cpu>)));
+  m.impl(parsed.name().c_str(), torch::dispatch(c10::DispatchKey::Meta, TORCH_FN(kernel_of<meta>)));
 }
-// A GPU kernel of the operator registers itself from its own file: TORCH_LIBRARY_IMPL(seqmix, CUDA, m) { m.impl(...); }
-// (src/ops/fem/fused_cuda.cpp), and the op's ImplSet, which names the kernel operator, finds it there.
+// A GPU kernel of the operator registers itself from its own file, in its TORCH_LIBRARY_IMPL(seqmix, CUDA, m):
+// register_kernel<&f>(m) for f(const <Op>Call&) (src/ops/fem/fused_cuda.cpp); the op's ImplSet, which names the
+// kernel operator, finds it there.
+template <auto f>
+void register_kernel(torch::Library& m) {
+  m.impl(CallTakenBy<f>::kName, TORCH_FN(kernel_of<f>));
+}
 
 // An optional tensor (a mask, cu_seqlens) through an autograd Function, whose arguments must be defined tensors:
 // `as_argument` carries "none" as an empty tensor of `type`, `given` turns it back into the optional the kernel

@@ -28,37 +28,42 @@ namespace {
 
 // With a state (fla's initial_state / output_final_state): the read continued from kv, k_sum and the state after
 // the last position.
-ReadAndState delta_rule_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                           c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                           const c10::optional<at::Tensor>& k_sum, bool output_final_state,
-                           const c10::optional<at::Tensor>& cu_seqlens) {
-  if (cu_seqlens.has_value()) {
+ReadAndState delta_rule_op(const DeltaRuleCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v, &beta = call.beta;
+  if (call.cu_seqlens.has_value()) {
     // Packed: each sequence alone, from its own row of the initial state ([N,H,dk,dv] and [N,H,dk]).
-    check_cu_seqlens("delta_rule", *cu_seqlens, q.size(0), q.size(1));
+    check_cu_seqlens("delta_rule", *call.cu_seqlens, q.size(0), q.size(1));
     const auto row = [](const c10::optional<at::Tensor>& t, int64_t i) {
       return t.has_value() ? c10::optional<at::Tensor>(t->narrow(0, i, 1)) : t;
     };
     const auto joined = each_sequence_alone(
-        "delta_rule", *cu_seqlens, q.size(1), {1, 1, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
+        "delta_rule", *call.cu_seqlens, q.size(1), {1, 1, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
           const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
-          const auto [numerator, normaliser, kv_i, k_sum_i] = delta_rule_op(
-              part(q), part(k), part(v), part(beta), impl, scale, row(kv, i), row(k_sum, i), output_final_state,
-              c10::nullopt);
+          const auto [numerator, normaliser, kv_i, k_sum_i] = delta_rule_op(DeltaRuleCall{
+              .q = part(q),
+              .k = part(k),
+              .v = part(v),
+              .beta = part(beta),
+              .impl = call.impl,
+              .scale = call.scale,
+              .kv = row(call.kv, i),
+              .k_sum = row(call.k_sum, i),
+              .output_final_state = call.output_final_state,
+              .cu_seqlens = c10::nullopt});
           return std::vector<at::Tensor>{numerator, normaliser, kv_i, k_sum_i};
         });
     return {joined[0], joined[1], joined[2], joined[3]};
   }
-  const ReadWithState r = delta_rule_from_state(scaled(q, scale), k, v, beta, {or_undefined(kv), or_undefined(k_sum)},
-                                                output_final_state, impl_of(impl));
+  const ReadWithState r =
+      delta_rule_from_state(scaled(q, call.scale), k, v, beta, {or_undefined(call.kv), or_undefined(call.k_sum)},
+                            call.output_final_state, impl_of(call.impl));
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> delta_rule_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
-                                                                              const at::Tensor& v_t, const at::Tensor& beta_t,
-                                                                              const at::Tensor& kv, const at::Tensor& k_sum) {
-  LinearAttentionState state{kv, k_sum};
-  const PriorRead r = native::delta_rule_step(q_t, k_t, v_t, beta_t, state);
+DeltaRuleStepCall::Result delta_rule_step_op(const DeltaRuleStepCall& call) {
+  LinearAttentionState state{call.kv, call.k_sum};
+  const PriorRead r = native::delta_rule_step(call.q_t, call.k_t, call.v_t, call.beta_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
@@ -87,7 +92,6 @@ OpFamily declare_delta() {
       .make = delta_rule_case,
       .shapes = {{1, 256, 4, 64, 64}, {4, 1024, 8, 64, 64}}};
   return {.name = "delta",
-          .torch_ops = {{"delta_rule", kDeltaRuleImpls}, {"delta_rule_step"}},
           .bench_cases = {parallel},
           .bad_calls = delta_bad_calls};
 }
@@ -108,7 +112,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 S_t^T q_t, normaliser the same read of a value of ones. q, k [B,T,H,dk] (unit norm in the layers), v [B,T,H,dv],
 beta [B,T,H] in (0, 1). Parallel form (one triangular solve); naive only. scale, initial_state (kv, k_sum) and
 output_final_state as in linear_attention; cu_seqlens packs sequences (one state per sequence, each run alone:
-eager only).)doc");
+eager only).)doc", kDeltaRuleImpls);
   define_op<&delta_rule_step_op>(m, "delta_rule_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor beta_t, Tensor kv, "
                                     "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
       R"doc(One delta-rule step on linear attention's state (linear_attention_initial_state): q_t, k_t [B,H,dk],

@@ -13,22 +13,18 @@ namespace {
 using Tensors = std::vector<at::Tensor>;
 
 // {y [B,T,H,dv], normaliser [B,T,H], key_max [B,T,H,dk]}
-Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  auto r = hadamard_scan_forward(q, k, v);
+Tensors forward_cpu(const ElaHadamardForwardCall& call) {
+  auto r = hadamard_scan_forward(call.q, call.k, call.v);
   return {r.y, r.normaliser, r.key_max};
 }
-Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+Tensors forward_meta(const ElaHadamardForwardCall& call) {
+  const at::Tensor& q = call.q;
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2);
-  return {empty_meta(q, {B, T, H, v.sym_size(3)}), empty_meta(q, {B, T, H}), empty_meta(q, {B, T, H, k.sym_size(3)})};
+  return {empty_meta(q, {B, T, H, call.v.sym_size(3)}), empty_meta(q, {B, T, H}),
+          empty_meta(q, {B, T, H, call.k.sym_size(3)})};
 }
-// {dq, dk, dv}
-Tensors backward_cpu(const at::Tensor& grad_y, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& y, const at::Tensor& normaliser, const at::Tensor& key_max) {
-  return hadamard_scan_backward(grad_y, q, k, v, {y, normaliser, key_max});
-}
-Tensors backward_meta(const at::Tensor&, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-  return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
+Tensors backward_meta(const ElaHadamardBackwardCall& call) {
+  return {at::empty_like(call.q), at::empty_like(call.k), at::empty_like(call.v)};
 }
 
 class HadamardScan : public torch::autograd::Function<HadamardScan> {
@@ -57,7 +53,7 @@ at::Tensor hadamard_scan(const at::Tensor& q, const at::Tensor& k, const at::Ten
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_kernel<&forward_cpu, &forward_meta>(m, "_ela_hadamard_forward(Tensor q, Tensor k, Tensor v) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&hadamard_scan_backward, &backward_meta>(
       m, "_ela_hadamard_backward(Tensor grad_y, Tensor q, Tensor k, Tensor v, Tensor y, Tensor normaliser, "
          "Tensor key_max) -> Tensor[]");
 }

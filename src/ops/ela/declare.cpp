@@ -37,60 +37,55 @@ at::Tensor undefined_as_empty(const at::Tensor& key_max, const at::Tensor& like)
 
 // With a state (fla's scale, initial_state and output_final_state), causal only: y continued from the state,
 // and the state after the last position (undefined unless asked for; key_max empty for polynomial kernels).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_op(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view kernel_name, bool causal,
-    double eps, c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-    const c10::optional<at::Tensor>& k_sum, const c10::optional<at::Tensor>& key_max, bool output_final_state,
-    const c10::optional<at::Tensor>& cu_seqlens) {
-  if (cu_seqlens.has_value()) {
+ElaCall::Result ela_op(const ElaCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v;
+  if (call.cu_seqlens.has_value()) {
     // Packed: each sequence alone, from its own row of the initial state ([N,...] each; key_max stays [0] for the
     // kernels without one).
-    check_cu_seqlens("ela", *cu_seqlens, q.size(0), q.size(1));
+    check_cu_seqlens("ela", *call.cu_seqlens, q.size(0), q.size(1));
     const auto row = [](const c10::optional<at::Tensor>& t, int64_t i) {
       return t.has_value() && t->numel() > 0 ? c10::optional<at::Tensor>(t->narrow(0, i, 1)) : t;
     };
     const auto joined = each_sequence_alone(
-        "ela", *cu_seqlens, q.size(1), {1, 0, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
+        "ela", *call.cu_seqlens, q.size(1), {1, 0, 0, 0}, [&](int64_t begin, int64_t length, int64_t i) {
           const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
           const auto [y, kv_i, k_sum_i, key_max_i] =
-              ela_op(part(q), part(k), part(v), kernel_name, causal, eps, impl, scale, row(kv, i), row(k_sum, i),
-                     row(key_max, i), output_final_state, c10::nullopt);
+              ela_op(ElaCall{.q = part(q), .k = part(k), .v = part(v), .kernel = call.kernel, .causal = call.causal,
+                             .eps = call.eps, .impl = call.impl, .scale = call.scale, .kv = row(call.kv, i),
+                             .k_sum = row(call.k_sum, i), .key_max = row(call.key_max, i),
+                             .output_final_state = call.output_final_state, .cu_seqlens = c10::nullopt});
           return std::vector<at::Tensor>{y, kv_i, k_sum_i, key_max_i};
         });
     return {joined[0], joined[1], joined[2], joined[3]};
   }
-  const ExactKernel& kernel = exact_kernel(std::string(kernel_name));
-  const at::Tensor qs = scaled(q, scale);
-  const at::Tensor y = native::ela(qs, k, v, kernel, causal, eps, impl_of(impl));
-  const bool with_state = kv.has_value() || k_sum.has_value() || key_max.has_value() || output_final_state;
+  const ExactKernel& kernel = exact_kernel(std::string(call.kernel));
+  const at::Tensor qs = scaled(q, call.scale);
+  const at::Tensor y = native::ela(qs, k, v, kernel, call.causal, call.eps, impl_of(call.impl));
+  const bool with_state =
+      call.kv.has_value() || call.k_sum.has_value() || call.key_max.has_value() || call.output_final_state;
   if (!with_state) return {y, at::Tensor(), at::Tensor(), at::Tensor()};
-  TORCH_CHECK(causal, "ela: a state (kv, k_sum, key_max, output_final_state) needs causal=True");
-  const ElaState initial{or_undefined(kv), or_undefined(k_sum),
-                         key_max.has_value() ? empty_as_undefined(*key_max) : at::Tensor()};
-  const ElaReadWithState r = continue_ela_scan(y, qs, k, v, kernel, eps, initial, output_final_state);
-  if (!output_final_state) return {r.y, at::Tensor(), at::Tensor(), at::Tensor()};
+  TORCH_CHECK(call.causal, "ela: a state (kv, k_sum, key_max, output_final_state) needs causal=True");
+  const ElaState initial{or_undefined(call.kv), or_undefined(call.k_sum),
+                         call.key_max.has_value() ? empty_as_undefined(*call.key_max) : at::Tensor()};
+  const ElaReadWithState r = continue_ela_scan(y, qs, k, v, kernel, call.eps, initial, call.output_final_state);
+  if (!call.output_final_state) return {r.y, at::Tensor(), at::Tensor(), at::Tensor()};
   // Outputs must not alias an input (a zero-length call hands the initial state back).
   return {r.y, r.final_state.kv.clone(), r.final_state.k_sum.clone(),
           undefined_as_empty(r.final_state.key_max, q).clone()};
 }
 
 // Decode, functional; key_max is empty ([0]) for kernels without one (all but hadamard_exp), in and out.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ela_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
-                                                                       const at::Tensor& v_t, const at::Tensor& kv,
-                                                                       const at::Tensor& k_sum, const at::Tensor& key_max,
-                                                                       c10::string_view kernel, double eps) {
-  ElaState state{kv, k_sum, empty_as_undefined(key_max)};
-  const at::Tensor y = native::ela_step(q_t, k_t, v_t, exact_kernel(std::string(kernel)), state, eps);
-  return {y, state.kv, state.k_sum, undefined_as_empty(state.key_max, kv)};
+ElaStepCall::Result ela_step_op(const ElaStepCall& call) {
+  ElaState state{call.kv, call.k_sum, empty_as_undefined(call.key_max)};
+  const at::Tensor y =
+      native::ela_step(call.q_t, call.k_t, call.v_t, exact_kernel(std::string(call.kernel)), state, call.eps);
+  return {y, state.kv, state.k_sum, undefined_as_empty(state.key_max, call.kv)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> ela_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
-                                                                    c10::string_view kernel,
-                                                                    c10::optional<at::ScalarType> dtype,
-                                                                    c10::optional<at::Device> device) {
-  const ElaState s =
-      ela_initial_state(batch, heads, dk, dv, exact_kernel(std::string(kernel)), options_of(dtype, device));
-  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(dtype, device))};
+ElaInitialStateCall::Result ela_initial_state_op(const ElaInitialStateCall& call) {
+  const ElaState s = ela_initial_state(call.batch, call.heads, call.dk, call.dv, exact_kernel(std::string(call.kernel)),
+                                       options_of(call.dtype, call.device));
+  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(call.dtype, call.device))};
 }
 
 // Causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the squared-Euclidean kernel linear
@@ -132,7 +127,6 @@ OpFamily declare_ela() {
       .shapes = shapes,
       .naive_shapes = naive_shapes};
   return {.name = "ela",
-          .torch_ops = {{"ela", kElaImpls}, {"ela_step"}, {"ela_initial_state"}},
           .bench_cases = {hadamard, sum_sq},
           .bad_calls = ela_bad_calls};
 }
@@ -155,7 +149,7 @@ features. kernel: hadamard_exp (sum_d exp(q_d + k_d)), sum_sq_euclidean (||q+k||
 
 scale multiplies q. Causal only: initial_state (kv, k_sum, key_max) as ela_initial_state / ela_step keep it
 (key_max empty for the polynomial kernels) continues from earlier positions; output_final_state=True returns
-(y, state). cu_seqlens packs sequences (one state per sequence, [N,...]; each run alone: eager only).)doc");
+(y, state). cu_seqlens packs sequences (one state per sequence, [N,...]; each run alone: eager only).)doc", kElaImpls);
   define_op<&ela_step_op>(m, "ela_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, Tensor k_sum, Tensor key_max, "
                              "str kernel='hadamard_exp', float eps=1e-8) -> (Tensor y, Tensor kv, Tensor k_sum, "
                              "Tensor key_max)",

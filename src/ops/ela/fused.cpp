@@ -185,16 +185,14 @@ HadamardScanForward hadamard_scan_forward(const at::Tensor& q_in, const at::Tens
   return out;
 }
 
-std::vector<at::Tensor> hadamard_scan_backward(const at::Tensor& grad_y, const at::Tensor& q_in,
-                                               const at::Tensor& k_in, const at::Tensor& v_in,
-                                               const HadamardScanForward& saved) {
-  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), g = grad_y.contiguous();
+std::vector<at::Tensor> hadamard_scan_backward(const ElaHadamardBackwardCall& call) {
+  auto q = call.q.contiguous(), k = call.k.contiguous(), v = call.v.contiguous(), g = call.grad_y.contiguous();
   const Dims n = dims_of(q, v);
   auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "hadamard_scan_backward", [&] {
     backward_kernel<scalar_t>(g.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                              v.data_ptr<scalar_t>(), saved.y.data_ptr<scalar_t>(),
-                              saved.normaliser.data_ptr<scalar_t>(), saved.key_max.data_ptr<scalar_t>(),
+                              v.data_ptr<scalar_t>(), call.y.data_ptr<scalar_t>(),
+                              call.normaliser.data_ptr<scalar_t>(), call.key_max.data_ptr<scalar_t>(),
                               dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), n);
   });
   return {dq, dk, dv};

@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "../common/operator_calls.h"
+
 namespace seqmix::ops {
 
 // y [B,T,H,dv]; normaliser [B,T,H] = phi(q_t) . z_t with the shifts applied (always >= 1);
@@ -14,9 +16,9 @@ struct HadamardScanForward {
 };
 HadamardScanForward hadamard_scan_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
-// Gradients {dq, dk, dv} from the upstream gradient of y.
-std::vector<at::Tensor> hadamard_scan_backward(const at::Tensor& grad_y, const at::Tensor& q, const at::Tensor& k,
-                                               const at::Tensor& v, const HadamardScanForward& saved);
+// The CPU kernel of seqmix::_ela_hadamard_backward (autograd.cpp registers it): gradients {dq, dk, dv} from the
+// upstream gradient of y, given the forward's outputs (call.y, call.normaliser, call.key_max).
+std::vector<at::Tensor> hadamard_scan_backward(const ElaHadamardBackwardCall& call);
 
 }  // namespace seqmix::ops
 

@@ -16,34 +16,19 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using Mask = c10::optional<at::Tensor>;
 
-// {mean [B,T,H,dv], free_energy [B,T,H,dv], lse [B,H,T]}
-Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, double cap,
-                    bool causal, double scale, const Mask& key_mask) {
-  auto r = fem_softmax_read_fused_forward(q, k, v, beta, cap, causal, scale, or_undefined(key_mask));
-  return {r.mean, r.free_energy, r.lse};
-}
 // The saved tensors are float32 where the CUDA kernel reads reduced precision (fused_kernels.h).
-Tensors forward_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, const at::Tensor&, double, bool,
-                     double, const Mask&) {
-  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dv = v.sym_size(3);
+Tensors forward_meta(const FemSoftmaxForwardCall& call) {
+  const at::Tensor& q = call.q;
+  const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dv = call.v.sym_size(3);
   const bool reduced = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
   const auto options = reduced ? q.options().dtype(at::kFloat) : q.options();
   return {at::empty_symint({B, T, H, dv}, options), at::empty_symint({B, T, H, dv}, options),
           at::empty_symint({B, H, T}, options)};
 }
 // {dq, dk, dv, dbeta}
-Tensors backward_cpu(const at::Tensor& d_mean, const at::Tensor& d_free, const at::Tensor& q, const at::Tensor& k,
-                     const at::Tensor& v, const at::Tensor& beta, const at::Tensor& mean, const at::Tensor& free_energy,
-                     const at::Tensor& lse, double cap, bool causal, double scale, const Mask& key_mask) {
-  return fem_softmax_read_fused_backward(d_mean, d_free, q, k, v, beta, {mean, free_energy, lse}, cap, causal, scale,
-                                         or_undefined(key_mask));
-}
-Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
-                      const at::Tensor& v, const at::Tensor& beta, const at::Tensor&, const at::Tensor&,
-                      const at::Tensor&, double, bool, double, const Mask&) {
-  return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(beta)};
+Tensors backward_meta(const FemSoftmaxBackwardCall& call) {
+  return {at::empty_like(call.q), at::empty_like(call.k), at::empty_like(call.v), at::empty_like(call.beta)};
 }
 
 
@@ -92,10 +77,10 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta>(
+  define_kernel<&fem_softmax_read_fused_forward, &forward_meta>(
       m, "_fem_softmax_forward(Tensor q, Tensor k, Tensor v, Tensor beta, float cap, bool causal, float scale, "
          "Tensor? key_mask) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&fem_softmax_read_fused_backward, &backward_meta>(
       m, "_fem_softmax_backward(Tensor d_mean, Tensor d_free, Tensor q, Tensor k, Tensor v, Tensor beta, Tensor mean, "
          "Tensor free_energy, Tensor lse, float cap, bool causal, float scale, Tensor? key_mask) -> Tensor[]");
 }

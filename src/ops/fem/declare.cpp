@@ -68,35 +68,35 @@ std::vector<BadCall> fem_bad_calls();
 
 namespace {
 
-TensorPair fem_softmax_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                               double cap, bool causal, c10::optional<double> scale,
-                               const c10::optional<at::Tensor>& key_mask, c10::string_view impl,
-                               const c10::optional<at::Tensor>& cu_seqlens) {
-  const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  if (cu_seqlens.has_value()) {
+TensorPair fem_softmax_read_op(const FemSoftmaxReadCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v, &beta = call.beta;
+  const double s = call.scale.has_value() ? *call.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  if (call.cu_seqlens.has_value()) {
     // Packed: each sequence read alone (the fused kernel's per-channel shift is a max over a query block's keys,
     // which would span sequences), joined along time.
-    check_packed_attention("fem_softmax_read", q, k, or_undefined(key_mask), *cu_seqlens);
+    check_packed_attention("fem_softmax_read", q, k, or_undefined(call.key_mask), *call.cu_seqlens);
     const auto joined = each_sequence_alone(
-        "fem_softmax_read", *cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
+        "fem_softmax_read", *call.cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
           const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
-          const FemRead r = native::fem_softmax_read(part(q), part(k), part(v), beta, cap, causal, s, {}, impl_of(impl));
+          const FemRead r = native::fem_softmax_read(part(q), part(k), part(v), beta, call.cap, call.causal, s, {},
+                                                     impl_of(call.impl));
           return std::vector<at::Tensor>{r.mean, r.free_energy};
         });
     return {joined[0], joined[1]};
   }
-  const FemRead r = native::fem_softmax_read(q, k, v, beta, cap, causal, s, or_undefined(key_mask), impl_of(impl));
+  const FemRead r = native::fem_softmax_read(q, k, v, beta, call.cap, call.causal, s, or_undefined(call.key_mask),
+                                             impl_of(call.impl));
   return {r.mean, r.free_energy};
 }
 
-TensorPair fem_scale_values_op(const at::Tensor& v, const at::Tensor& beta, double cap) {
-  const FemValues values = native::fem_scale_values(v, beta, cap);
+TensorPair fem_scale_values_op(const FemScaleValuesCall& call) {
+  const FemValues values = native::fem_scale_values(call.v, call.beta, call.cap);
   // Outputs are new tensors, as the schema says: with cap 0 the clipped values are v itself.
-  return {values.clipped.is_same(v) ? v.clone() : values.clipped, values.scaled};
+  return {values.clipped.is_same(call.v) ? call.v.clone() : values.clipped, values.scaled};
 }
 
-at::Tensor fem_restore_op(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
-  return native::fem_restore(z, shift, beta);
+at::Tensor fem_restore_op(const FemRestoreCall& call) {
+  return native::fem_restore(call.z, call.shift, call.beta);
 }
 
 // The read of causal softmax attention's inputs, beta = softplus(randn) + 0.5 [H*dv], cap 40.
@@ -127,7 +127,6 @@ OpFamily declare_fem() {
       },
       .naive_shapes = {{1, 256, 4, 64, 64}}};
   return {.name = "fem",
-          .torch_ops = {{"fem_softmax_read", kFemSoftmaxReadImpls}, {"fem_scale_values"}, {"fem_restore"}},
           .bench_cases = {read},
           .bad_calls = fem_bad_calls};
 }
@@ -152,7 +151,7 @@ takes cap <= 40 in float32 (any cap in (0, 43] in float64); impl="torch" (auto's
 scaled_dot_product_attention call over [clip(v), exp(beta clip(v) - cap)], as the FEM authors' layer reads.
 On CUDA, impl="fused" is seqmix's tensor-core kernel: bfloat16 or float16 inputs, cap <= 40, head widths
 (dk, dv) of 32, 64 or 128 (src/ops/fem/README.md). cu_seqlens packs sequences (each read alone, once
-per sequence: eager only).)doc",
+per sequence: eager only).)doc", kFemSoftmaxReadImpls,
       Precision::reduced_on_cuda);
   define_op<&fem_scale_values_op>(m, "fem_scale_values(Tensor v, Tensor beta, float cap) -> (Tensor clipped, Tensor scaled)",
       R"doc((clipped, scaled): v clamped to |beta v| <= cap (cap 0: no clamp) and beta times it. v [...,C], beta [C].)doc");

@@ -267,48 +267,46 @@ void check_read_args(const at::Tensor& v, const at::Tensor& beta, double cap) {
 
 }  // namespace
 
-FemReadForward fem_softmax_read_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                              const at::Tensor& beta_in, double cap, bool causal, double scale,
-                                              const at::Tensor& key_mask) {
-  check_flash_args("fem_softmax_read_fused", q_in, k_in, v_in, key_mask, scale);
-  check_read_args(v_in, beta_in, cap);
+std::vector<at::Tensor> fem_softmax_read_fused_forward(const FemSoftmaxForwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &beta_in = call.beta;
+  const at::Tensor key_mask = call.key_mask.value_or(at::Tensor());
+  check_flash_args("fem_softmax_read_fused", q_in, k_in, v_in, key_mask, call.scale);
+  check_read_args(v_in, beta_in, call.cap);
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), beta = beta_in.contiguous();
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
   const int64_t B = q.size(0), T = q.size(1), S = k.size(1), H = q.size(2), dk = q.size(3), dv = v.size(3);
-  FemReadForward r{at::empty({B, T, H, dv}, q.options()), at::empty({B, T, H, dv}, q.options()),
-                   at::empty({B, H, T}, q.options())};
+  auto mean = at::empty({B, T, H, dv}, q.options()), free_energy = at::empty({B, T, H, dv}, q.options());
+  auto lse = at::empty({B, H, T}, q.options());
   auto c = at::empty_like(v), u = at::empty_like(v);
   auto block_packs = at::empty({B, H, S, 2 * dv}, v.options());
   auto block_shift = at::empty({B, H, (S + kBlockK - 1) / kBlockK, dv}, v.options());
-  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
+  const Visibility vis(call.causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fem_softmax_read_fused_forward", [&] {
     const scalar_t* bp = beta.data_ptr<scalar_t>();
     clip_and_scale<scalar_t>(v.data_ptr<scalar_t>(), bp, c.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), B * S * H, H,
-                             dv, static_cast<scalar_t>(cap));
-    const auto shift_floor = static_cast<scalar_t>(cap - kFemShiftSpan);
+                             dv, static_cast<scalar_t>(call.cap));
+    const auto shift_floor = static_cast<scalar_t>(call.cap - kFemShiftSpan);
     pack_key_blocks<scalar_t>(c.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), block_packs.data_ptr<scalar_t>(),
                               block_shift.data_ptr<scalar_t>(), B, S, H, dv, shift_floor);
     forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(),
                              u.data_ptr<scalar_t>(), block_packs.data_ptr<scalar_t>(), block_shift.data_ptr<scalar_t>(),
-                             r.mean.data_ptr<scalar_t>(), r.free_energy.data_ptr<scalar_t>(), r.lse.data_ptr<scalar_t>(),
-                             B, T, S, H, dk, dv, static_cast<scalar_t>(scale), shift_floor, vis);
+                             mean.data_ptr<scalar_t>(), free_energy.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>(),
+                             B, T, S, H, dk, dv, static_cast<scalar_t>(call.scale), shift_floor, vis);
     // F = L / beta, in place.
-    scalar_t* f = r.free_energy.data_ptr<scalar_t>();
+    scalar_t* f = free_energy.data_ptr<scalar_t>();
     at::parallel_for(0, B * T * H, 256, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row)
         for (int64_t ch = 0; ch < dv; ++ch) f[row * dv + ch] /= bp[(row % H) * dv + ch];
     });
   });
-  return r;
+  return {mean, free_energy, lse};
 }
 
-std::vector<at::Tensor> fem_softmax_read_fused_backward(const at::Tensor& d_mean_in, const at::Tensor& d_free_in,
-                                                        const at::Tensor& q_in, const at::Tensor& k_in,
-                                                        const at::Tensor& v_in, const at::Tensor& beta_in,
-                                                        const FemReadForward& saved, double cap, bool causal,
-                                                        double scale, const at::Tensor& key_mask) {
-  auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), beta = beta_in.contiguous();
-  auto mean = saved.mean.contiguous(), free = saved.free_energy.contiguous(), lse = saved.lse.contiguous();
+std::vector<at::Tensor> fem_softmax_read_fused_backward(const FemSoftmaxBackwardCall& call) {
+  const at::Tensor &d_mean_in = call.d_mean, &d_free_in = call.d_free, &beta_in = call.beta;
+  const at::Tensor key_mask = call.key_mask.value_or(at::Tensor());
+  auto q = call.q.contiguous(), k = call.k.contiguous(), v = call.v.contiguous(), beta = beta_in.contiguous();
+  auto mean = call.mean.contiguous(), free = call.free_energy.contiguous(), lse = call.lse.contiguous();
   auto d_mean = d_mean_in.defined() ? d_mean_in.contiguous() : at::zeros_like(mean);
   auto d_free = d_free_in.defined() ? d_free_in.contiguous() : at::zeros_like(free);
   const auto mask = key_mask.defined() ? key_mask.contiguous() : at::Tensor();
@@ -316,10 +314,10 @@ std::vector<at::Tensor> fem_softmax_read_fused_backward(const at::Tensor& d_mean
   auto dq = at::zeros_like(q), dk_t = at::empty_like(k), dc = at::empty_like(v), du = at::empty_like(v);  // key rows all written
   auto c = at::empty_like(v), u = at::empty_like(v), d_v = at::empty_like(v), dbeta_terms = at::empty_like(v);
   auto log_read = at::empty_like(free), d_log = at::empty_like(free), dbeta_direct = at::empty_like(free);
-  const Visibility vis(causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
+  const Visibility vis(call.causal, T, S, B, mask.defined() ? mask.data_ptr<bool>() : nullptr);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fem_softmax_read_fused_backward", [&] {
     const scalar_t* bp = beta.data_ptr<scalar_t>();
-    const scalar_t cap_t = static_cast<scalar_t>(cap);
+    const scalar_t cap_t = static_cast<scalar_t>(call.cap);
     clip_and_scale<scalar_t>(v.data_ptr<scalar_t>(), bp, c.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), B * S * H, H,
                              dv, cap_t);
     // L = beta F, dL = dF / beta, and F = L / beta's own beta term -dF F / beta per element.
@@ -339,7 +337,7 @@ std::vector<at::Tensor> fem_softmax_read_fused_backward(const at::Tensor& d_mean
                               u.data_ptr<scalar_t>(), mean.data_ptr<scalar_t>(), lr, lse.data_ptr<scalar_t>(),
                               d_mean.data_ptr<scalar_t>(), dl, dq.data_ptr<scalar_t>(), dk_t.data_ptr<scalar_t>(),
                               dc.data_ptr<scalar_t>(), du.data_ptr<scalar_t>(), B, T, S, H, dk, dv,
-                              static_cast<scalar_t>(scale), cap_t, vis);
+                              static_cast<scalar_t>(call.scale), cap_t, vis);
     clip_and_scale_backward<scalar_t>(v.data_ptr<scalar_t>(), bp, c.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
                                       du.data_ptr<scalar_t>(), d_v.data_ptr<scalar_t>(),
                                       dbeta_terms.data_ptr<scalar_t>(), B * S * H, H, dv, cap_t);

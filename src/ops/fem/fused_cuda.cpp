@@ -14,6 +14,7 @@
 
 #include "../common/checks.h"
 #include "../common/gpu_kernels.h"
+#include "../common/torch_op.h"
 #include "../common/triton_launch.h"
 #include "fused_kernels.h"
 #include "triton_kernels.h"
@@ -107,15 +108,13 @@ triton::Grid grid_for(const triton::KernelEntry& entry, const char* block, int64
 }
 
 using Tensors = std::vector<at::Tensor>;
-using Mask = c10::optional<at::Tensor>;
 
 // {mean [B,T,H,dv], free_energy [B,T,H,dv], lse [B,H,T]}, float32.
-Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                       const at::Tensor& beta_in, double cap, bool causal, double scale, const Mask& key_mask_in) {
-  const at::Tensor key_mask = key_mask_in.has_value() ? *key_mask_in : at::Tensor();
-  check_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask);
-  const c10::DeviceGuard guard(q_in.device());
-  const ReadInputs r = read_inputs(q_in, k_in, v_in, beta_in, key_mask);
+Tensors forward_kernel(const FemSoftmaxForwardCall& call) {
+  const at::Tensor key_mask = call.key_mask.value_or(at::Tensor());
+  check_read(call.q, call.k, call.v, call.beta, call.cap, call.scale, key_mask);
+  const c10::DeviceGuard guard(call.q.device());
+  const ReadInputs r = read_inputs(call.q, call.k, call.v, call.beta, key_mask);
   const auto options = r.q.options().dtype(at::kFloat);
   auto mean = at::empty({r.B, r.T, r.H, r.dv}, options), free_energy = at::empty({r.B, r.T, r.H, r.dv}, options);
   auto lse = at::empty({r.B, r.T, r.H}, options);  // the kernel's layout; the operator's is [B,H,T]
@@ -125,31 +124,30 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
                  {arg(r.q, el), arg(r.k, el), arg(r.v, el), arg(r.beta, el), arg(r.mask, "i8"),
                   arg(r.first_real, "i32"), arg(r.cu_q, "i64"), arg(r.cu_k, "i64"), arg(mean, "fp32"),
                   arg(free_energy, "fp32"), arg(lse, "fp32"), triton::Arg::i32(r.H), triton::Arg::i32(r.dk),
-                  triton::Arg::i32(r.dv), triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
-                  triton::Arg::i32(r.has_mask)});
+                  triton::Arg::i32(r.dv), triton::Arg::f32(call.scale), triton::Arg::f32(call.cap),
+                  triton::Arg::i32(call.causal), triton::Arg::i32(r.has_mask)});
   return {mean, free_energy, lse.permute({0, 2, 1}).contiguous()};
 }
 
 // {dq, dk, dv, dbeta} in the inputs' dtypes.
-Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in, const at::Tensor& q_in,
-                        const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& beta_in,
-                        const at::Tensor& mean_in, const at::Tensor& free_in, const at::Tensor& lse_in, double cap,
-                        bool causal, double scale, const Mask& key_mask_in) {
-  const at::Tensor key_mask = key_mask_in.has_value() ? *key_mask_in : at::Tensor();
-  check_read(q_in, k_in, v_in, beta_in, cap, scale, key_mask);
+Tensors backward_kernel(const FemSoftmaxBackwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &beta_in = call.beta;
+  const double cap = call.cap;
+  const at::Tensor key_mask = call.key_mask.value_or(at::Tensor());
+  check_read(q_in, k_in, v_in, beta_in, cap, call.scale, key_mask);
   const c10::DeviceGuard guard(q_in.device());
   const ReadInputs r = read_inputs(q_in, k_in, v_in, beta_in, key_mask);
   // The prologue in float32 (README.md, "The Triton kernels"): L = beta F, dL = dF / beta, G = dL exp(cap - L)
   // (clamped: a row that sees no key has P = 0), Delta = dmu . mu + sum_j dL_j per row.
-  const auto mean = mean_in.to(at::kFloat), free_energy = free_in.to(at::kFloat);
-  const auto d_mean = d_mean_in.defined() ? d_mean_in.to(at::kFloat) : at::zeros_like(mean);
-  const auto d_free = d_free_in.defined() ? d_free_in.to(at::kFloat) : at::zeros_like(free_energy);
+  const auto mean = call.mean.to(at::kFloat), free_energy = call.free_energy.to(at::kFloat);
+  const auto d_mean = call.d_mean.defined() ? call.d_mean.to(at::kFloat) : at::zeros_like(mean);
+  const auto d_free = call.d_free.defined() ? call.d_free.to(at::kFloat) : at::zeros_like(free_energy);
   const auto b = r.beta.to(at::kFloat).reshape({r.H, r.dv});
   const auto d_log = d_free / b;
   const auto g = (d_log * at::exp(at::clamp_max(cap - b * free_energy, 2 * cap))).contiguous();
   const auto delta = (d_mean * mean + d_log).sum(-1).contiguous();  // [B,T,H]
   const auto d_mean_q = gpu_kernels::kernel_operand(d_mean.to(r.q.scalar_type()));
-  const auto lse = lse_in.to(at::kFloat).permute({0, 2, 1}).contiguous();  // [B,T,H], the kernels' layout
+  const auto lse = call.lse.to(at::kFloat).permute({0, 2, 1}).contiguous();  // [B,T,H], the kernels' layout
   const auto options = r.q.options().dtype(at::kFloat);
   auto dq = at::empty({r.B, r.T, r.H, r.dk}, options), dk = at::empty({r.B, r.S, r.H, r.dk}, options);
   auto dv = at::empty({r.B, r.S, r.H, r.dv}, options), dbeta_terms = at::empty({r.B, r.S, r.H, r.dv}, options);
@@ -163,7 +161,7 @@ Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in
                                arg(d_mean_q, el), arg(g, "fp32"), arg(lse, "fp32"), arg(delta, "fp32")};
     a.insert(a.end(), outputs);
     a.insert(a.end(), {triton::Arg::i32(r.H), triton::Arg::i32(r.dk), triton::Arg::i32(r.dv),
-                       triton::Arg::f32(scale), triton::Arg::f32(cap), triton::Arg::i32(causal),
+                       triton::Arg::f32(call.scale), triton::Arg::f32(cap), triton::Arg::i32(call.causal),
                        triton::Arg::i32(r.has_mask)});
     return a;
   };
@@ -183,6 +181,6 @@ Tensors backward_kernel(const at::Tensor& d_mean_in, const at::Tensor& d_free_in
 }  // namespace seqmix::ops
 
 TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
-  m.impl("_fem_softmax_forward", TORCH_FN(seqmix::ops::forward_kernel));
-  m.impl("_fem_softmax_backward", TORCH_FN(seqmix::ops::backward_kernel));
+  seqmix::ops::register_kernel<&seqmix::ops::forward_kernel>(m);
+  seqmix::ops::register_kernel<&seqmix::ops::backward_kernel>(m);
 }

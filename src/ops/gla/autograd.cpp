@@ -13,31 +13,18 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using Offsets = c10::optional<at::Tensor>;
-
-Tensors forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                    const Offsets& cu_seqlens) {
-  return gla_kernel::gla_fused_forward(q, k, v, log_decay, or_undefined(cu_seqlens));
-}
-Tensors backward_cpu(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& q,
-                     const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor& states,
-                     const Offsets& cu_seqlens) {
-  return gla_kernel::gla_fused_backward(grad_numerator, grad_normaliser, q, k, v, log_decay, states,
-                                        or_undefined(cu_seqlens));
-}
 
 // The shapes gla_fused_forward makes: numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,capacity,dk,dv+1].
-Tensors forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                     const Offsets& cu_seqlens) {
+Tensors forward_meta(const GlaForwardCall& call) {
+  const at::Tensor &q = call.q, &v = call.v;
   const auto B = q.sym_size(0), T = q.sym_size(1), H = q.sym_size(2), dk = q.sym_size(3), dv = v.sym_size(3);
-  const c10::SymInt sequences = cu_seqlens.has_value() ? cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
+  const c10::SymInt sequences = call.cu_seqlens.has_value() ? call.cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
   const auto chunks = chunk_capacity(T, sequences, gla_kernel::kChunk);
   return {empty_meta(q, {B, T, H, dv}), empty_meta(q, {B, T, H}), empty_meta(q, {B, H, chunks, dk, dv + 1})};
 }
 
-Tensors backward_meta(const at::Tensor&, const at::Tensor&, const at::Tensor& q, const at::Tensor& k,
-                      const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor&, const Offsets&) {
-  return {at::empty_like(q), at::empty_like(k), at::empty_like(v), at::empty_like(log_decay)};
+Tensors backward_meta(const GlaBackwardCall& call) {
+  return {at::empty_like(call.q), at::empty_like(call.k), at::empty_like(call.v), at::empty_like(call.log_decay)};
 }
 
 class FusedGla : public torch::autograd::Function<FusedGla> {
@@ -75,9 +62,9 @@ PriorRead gla_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
-  define_kernel<&forward_cpu, &forward_meta>(
+  define_kernel<&gla_kernel::gla_fused_forward, &forward_meta>(
       m, "_gla_forward(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor? cu_seqlens) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&gla_kernel::gla_fused_backward, &backward_meta>(
       m, "_gla_backward(Tensor grad_numerator, Tensor grad_normaliser, Tensor q, Tensor k, Tensor v, "
          "Tensor log_decay, Tensor states, Tensor? cu_seqlens) -> Tensor[]");
 }

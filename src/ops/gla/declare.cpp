@@ -42,49 +42,44 @@ namespace {
 
 // With a state (fla's initial_state / output_final_state): the read continued from kv, k_sum and the state after
 // the last position. Packed (cu_seqlens): one state per sequence, [N,H,dk,dv] and [N,H,dk], in and out.
-ReadAndState gla_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                    c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                    const c10::optional<at::Tensor>& k_sum, bool output_final_state,
-                    const c10::optional<at::Tensor>& cu_seqlens) {
+ReadAndState gla_op(const GlaCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v, &log_decay = call.log_decay;
   // Precision::reduced_on_cuda: the GPU kernels (impl=fused on CUDA) read bfloat16/float16 as it is when q, k, v and
   // log_decay share that dtype and no state comes in or out; every other call reads in float32.
   using reduced_precision::is_reduced;
   if (q.is_cuda() && (is_reduced(q) || is_reduced(k) || is_reduced(v) || is_reduced(log_decay) ||
-                      reduced_precision::reduced_dtype(kv) || reduced_precision::reduced_dtype(k_sum))) {
-    const bool as_given = check_impl(impl_of(impl), kGlaImpls, "gla", q.device()) == Impl::fused && is_reduced(q) &&
-                          k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                          log_decay.scalar_type() == q.scalar_type() && !kv && !k_sum && !output_final_state;
-    if (!as_given) {
-      return reduced_precision::in_float32<&gla_op>(q, k, v, log_decay, impl, scale, kv, k_sum, output_final_state,
-                                                    cu_seqlens);
-    }
+                      reduced_precision::reduced_dtype(call.kv) ||
+                      reduced_precision::reduced_dtype(call.k_sum))) {
+    const bool as_given = check_impl(impl_of(call.impl), kGlaImpls, "gla", q.device()) == Impl::fused &&
+                          is_reduced(q) && k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                          log_decay.scalar_type() == q.scalar_type() && !call.kv && !call.k_sum &&
+                          !call.output_final_state;
+    if (!as_given) return reduced_precision::in_float32<&gla_op>(call);
   }
-  const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
-  const ReadWithState r = continue_packed_scan(native::gla(qs, k, v, log_decay, impl_of(impl), offsets), qs, k, v, log_decay,
-                                               {or_undefined(kv), or_undefined(k_sum)}, output_final_state, offsets);
+  const at::Tensor qs = scaled(q, call.scale), offsets = or_undefined(call.cu_seqlens);
+  const ReadWithState r =
+      continue_packed_scan(native::gla(qs, k, v, log_decay, impl_of(call.impl), offsets), qs, k, v, log_decay,
+                           {or_undefined(call.kv), or_undefined(call.k_sum)}, call.output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_step_op(const at::Tensor& q_t, const at::Tensor& k_t,
-                                                                       const at::Tensor& v_t, const at::Tensor& log_decay_t,
-                                                                       const at::Tensor& kv, const at::Tensor& k_sum) {
-  LinearAttentionState state{kv, k_sum};
-  const PriorRead r = native::gla_step(q_t, k_t, v_t, log_decay_t, state);
+GlaStepCall::Result gla_step_op(const GlaStepCall& call) {
+  LinearAttentionState state{call.kv, call.k_sum};
+  const PriorRead r = native::gla_step(call.q_t, call.k_t, call.v_t, call.log_decay_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
 // The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and step,
 // causal).
-TensorPair fem_gla_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-                           const at::Tensor& beta, double cap, c10::string_view impl,
-                           const c10::optional<at::Tensor>& cu_seqlens) {
-  TORCH_CHECK(v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kGlaImpls, "fem_gla_read", q.device());
-  const FemRead r = fem_capped_read("fem_gla_read", v, beta, cap, [&](const at::Tensor& values) {
+TensorPair fem_gla_read_op(const FemGlaReadCall& call) {
+  TORCH_CHECK(call.v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(call.impl), kGlaImpls, "fem_gla_read", call.q.device());
+  const FemRead r = fem_capped_read("fem_gla_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
-    return native::normalised_read(native::gla(q.to(type), k.to(type), values, log_decay.to(type), chosen, or_undefined(cu_seqlens)),
-                           kPriorNormaliserFloor);
+    return native::normalised_read(native::gla(call.q.to(type), call.k.to(type), values, call.log_decay.to(type),
+                                               chosen, or_undefined(call.cu_seqlens)),
+                                   kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -156,7 +151,6 @@ OpFamily declare_gla() {
       .impls = kGlaImpls,
       .make = lrnn_decay_case};
   return {.name = "gla",
-          .torch_ops = {{"gla", kGlaImpls}, {"gla_step"}, {"fem_gla_read", kGlaImpls}},
           .bench_cases = {scan, per_key, lrnn_decay},
           .bad_calls = gla_bad_calls};
 }
@@ -176,7 +170,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 q_t S_t, normaliser q_t . z_t. q, k [B,T,H,dk], v [B,T,H,dv], log_decay a <= 0 per head [B,T,H] (chunked scan
 when fused) or per key feature [B,T,H,dk] (the GLA paper's gates; recurrent scan when fused). scale,
 initial_state (kv, k_sum) and output_final_state as in linear_attention. cu_seqlens (int64 [N+1]) packs N
-sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...]).)doc",
+sequences into [1, total_T, ...], each scanned from its own state (initial and final states [N, ...]).)doc", kGlaImpls,
       Precision::reduced_on_cuda);
   define_op<&gla_step_op>(m, "gla_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor log_decay_t, Tensor kv, "
                              "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, Tensor k_sum)",
@@ -186,5 +180,5 @@ sequences into [1, total_T, ...], each scanned from its own state (initial and f
                                  "-> (Tensor mean, Tensor free_energy)",
       R"doc(The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and
 step, causal). q, k [B,T,H,dk], v [B,T,H,dv], log_decay [B,T,H] or [B,T,H,dk] <= 0, beta [H*dv] ->
-(mean, free_energy) [B,T,H,dv]. cu_seqlens packs sequences as in gla.)doc");
+(mean, free_energy) [B,T,H,dv]. cu_seqlens packs sequences as in gla.)doc", kGlaImpls);
 }

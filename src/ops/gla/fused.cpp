@@ -237,8 +237,9 @@ ScanDims scan_dims(const at::Tensor& q, const at::Tensor& v, const at::Tensor& c
 
 // Returns {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,capacity,dk,dv+1]}; a rank-4 log_decay runs
 // the per-key scan.
-std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                          const at::Tensor& log_decay_in, const at::Tensor& cu_seqlens) {
+std::vector<at::Tensor> gla_fused_forward(const GlaForwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &log_decay_in = call.log_decay;
+  const at::Tensor cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   check_linear_scan_args("gla_fused", q_in, k_in, v_in, log_decay_in);
   check_kernel_inputs("gla_fused", {q_in, k_in, v_in, log_decay_in});
   check_cu_seqlens("gla_fused", cu_seqlens, q_in.size(0), q_in.size(1));
@@ -261,10 +262,10 @@ std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q_in, const at::Tens
 }
 
 // Returns {dq, dk, dv, dlog_decay}; an undefined upstream gradient counts as zeros.
-std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
-                                           const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                                           const at::Tensor& log_decay_in, const at::Tensor& states_in,
-                                           const at::Tensor& cu_seqlens) {
+std::vector<at::Tensor> gla_fused_backward(const GlaBackwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &log_decay_in = call.log_decay;
+  const at::Tensor &grad_numerator = call.grad_numerator, &grad_normaliser = call.grad_normaliser;
+  const at::Tensor &states_in = call.states, cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = log_decay_in.contiguous();
   auto states = states_in.contiguous();
   const ScanDims d = scan_dims(q, v, cu_seqlens);

@@ -15,6 +15,7 @@
 #include "../common/checks.h"
 #include "../common/gpu_kernels.h"
 #include "../common/packing.h"
+#include "../common/torch_op.h"
 #include "../common/triton_launch.h"
 #include "fused_kernels.h"
 #include "triton_kernels.h"
@@ -92,14 +93,13 @@ triton::Grid value_grid(const triton::KernelEntry& entry, const ScanInputs& s) {
 }
 
 using Tensors = std::vector<at::Tensor>;
-using Offsets = c10::optional<at::Tensor>;
 
 // {numerator [B,T,H,dv], normaliser [B,T,H], states}. The backward recomputes the chunk states from q, k, v and the
 // decay (README.md, "The Triton kernels"), so none are kept: states is a zero-stride view of zeros with the shape
 // the Meta kernel gives ([B,H,chunks,dk,dv+1]), which costs no memory.
-Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                       const at::Tensor& log_decay, const Offsets& cu_seqlens_in) {
-  const at::Tensor cu_seqlens = cu_seqlens_in.has_value() ? *cu_seqlens_in : at::Tensor();
+Tensors forward_kernel(const GlaForwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &log_decay = call.log_decay;
+  const at::Tensor cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   check_scan(q_in, k_in, v_in, log_decay, cu_seqlens);
   const c10::DeviceGuard guard(q_in.device());
   const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
@@ -121,10 +121,11 @@ Tensors forward_kernel(const at::Tensor& q_in, const at::Tensor& k_in, const at:
 }
 
 // {dq, dk, dv, dlog_decay} in the inputs' dtypes.
-Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser, const at::Tensor& q_in,
-                        const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& log_decay,
-                        const at::Tensor& /*states: none kept*/, const Offsets& cu_seqlens_in) {
-  const at::Tensor cu_seqlens = cu_seqlens_in.has_value() ? *cu_seqlens_in : at::Tensor();
+// call.states: none kept (the forward's zero-stride view).
+Tensors backward_kernel(const GlaBackwardCall& call) {
+  const at::Tensor &q_in = call.q, &k_in = call.k, &v_in = call.v, &log_decay = call.log_decay;
+  const at::Tensor &grad_numerator = call.grad_numerator, &grad_normaliser = call.grad_normaliser;
+  const at::Tensor cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   check_scan(q_in, k_in, v_in, log_decay, cu_seqlens);
   const c10::DeviceGuard guard(q_in.device());
   const ScanInputs s = scan_inputs(q_in, k_in, v_in, log_decay, cu_seqlens);
@@ -170,6 +171,6 @@ Tensors backward_kernel(const at::Tensor& grad_numerator, const at::Tensor& grad
 }  // namespace seqmix::ops
 
 TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
-  m.impl("_gla_forward", TORCH_FN(seqmix::ops::forward_kernel));
-  m.impl("_gla_backward", TORCH_FN(seqmix::ops::backward_kernel));
+  seqmix::ops::register_kernel<&seqmix::ops::forward_kernel>(m);
+  seqmix::ops::register_kernel<&seqmix::ops::backward_kernel>(m);
 }

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "../common/operator_calls.h"
 #include "../common/packing.h"
 
 namespace seqmix::ops::gla_kernel {
@@ -11,16 +12,13 @@ namespace seqmix::ops::gla_kernel {
 // Positions per chunk of the scan (the states saved for the backward are one per chunk).
 constexpr int64_t kChunk = 64;
 
+// The CPU kernels of seqmix::_gla_forward and _gla_backward (autograd.cpp registers them).
 // {numerator [B,T,H,dv], normaliser [B,T,H], states [B,H,chunks,dk,dv+1]} (the state entering each chunk).
 // log_decay [B,T,H] runs the chunked scan (fused.cpp), [B,T,H,dk] the per-key scan (fused_per_key.cpp).
-// cu_seqlens (int64 [N+1]) or undefined: packed sequences, each scanned from a zero state.
-std::vector<at::Tensor> gla_fused_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                          const at::Tensor& log_decay, const at::Tensor& cu_seqlens = {});
+// cu_seqlens (int64 [N+1]) or none: packed sequences, each scanned from a zero state.
+std::vector<at::Tensor> gla_fused_forward(const GlaForwardCall& call);
 // {dq, dk, dv, dlog_decay}
-std::vector<at::Tensor> gla_fused_backward(const at::Tensor& grad_numerator, const at::Tensor& grad_normaliser,
-                                           const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                           const at::Tensor& log_decay, const at::Tensor& states,
-                                           const at::Tensor& cu_seqlens = {});
+std::vector<at::Tensor> gla_fused_backward(const GlaBackwardCall& call);
 
 // One call's sizes and chunks, shared by the per-head and the per-key scan.
 struct ScanDims {

@@ -36,13 +36,9 @@ HyperMixing mixing(const c10::optional<at::Tensor>& diag, const c10::optional<at
   return given == 0 ? HyperMixing{} : HyperMixing{*diag, *U, *Vt};
 }
 
-at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const c10::optional<at::Tensor>& s1, const c10::optional<at::Tensor>& diag1,
-                            const c10::optional<at::Tensor>& U1, const c10::optional<at::Tensor>& Vt1,
-                            const c10::optional<at::Tensor>& s2, const c10::optional<at::Tensor>& diag2,
-                            const c10::optional<at::Tensor>& U2, const c10::optional<at::Tensor>& Vt2,
-                            c10::string_view activation, c10::string_view layout, double eps, double scale,
-                            int64_t block, c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
+at::Tensor hypermlp_read_op(const HypermlpReadCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v;
+  const c10::string_view activation = call.activation, layout = call.layout;
   HyperReadOptions options;
   if (activation == "relu")
     options.activation = HyperActivation::relu;
@@ -58,27 +54,29 @@ at::Tensor hypermlp_read_op(const at::Tensor& q, const at::Tensor& k, const at::
     options.layout = HyperLayout::forward;
   else
     TORCH_CHECK(false, "hypermlp_read: unknown layout '", layout, "' (expected lag or forward)");
-  options.eps = eps;
-  options.scale = scale;
-  options.block = block;
-  const HyperMixing before = mixing(diag1, U1, Vt1, "before the activation");
-  const HyperMixing after = mixing(diag2, U2, Vt2, "after the activation");
-  TORCH_CHECK(before.defined() == s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
-  TORCH_CHECK(after.defined() == s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
-  if (!cu_seqlens.has_value())
-    return native::hypermlp_read(q, k, v, or_undefined(s1), before, or_undefined(s2), after, options, impl_of(impl));
+  options.eps = call.eps;
+  options.scale = call.scale;
+  options.block = call.block;
+  const HyperMixing before = mixing(call.diag1, call.U1, call.Vt1, "before the activation");
+  const HyperMixing after = mixing(call.diag2, call.U2, call.Vt2, "after the activation");
+  TORCH_CHECK(before.defined() == call.s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
+  TORCH_CHECK(after.defined() == call.s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
+  const at::Tensor s1 = or_undefined(call.s1), s2 = or_undefined(call.s2);
+  if (!call.cu_seqlens.has_value())
+    return native::hypermlp_read(q, k, v, s1, before, s2, after, options, impl_of(call.impl));
   // Packed: each sequence read alone (its lags and, in the forward layout, its positions start at its first token),
   // the mixing parameters shared; joined along time.
-  check_packed_attention("hypermlp_read", q, k, at::Tensor(), *cu_seqlens);
-  return each_sequence_alone("hypermlp_read", *cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
+  const at::Tensor& cu_seqlens = *call.cu_seqlens;
+  check_packed_attention("hypermlp_read", q, k, at::Tensor(), cu_seqlens);
+  return each_sequence_alone("hypermlp_read", cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
     const auto part = [&](const at::Tensor& x) { return x.defined() ? x.narrow(1, begin, length) : x; };
-    return std::vector<at::Tensor>{native::hypermlp_read(part(q), part(k), part(v), part(or_undefined(s1)), before,
-                                                         part(or_undefined(s2)), after, options, impl_of(impl))};
+    return std::vector<at::Tensor>{native::hypermlp_read(part(q), part(k), part(v), part(s1), before, part(s2), after,
+                                                         options, impl_of(call.impl))};
   })[0];
 }
 
 OpFamily declare_hypermlp() {
-  return {.name = "hypermlp", .torch_ops = {{"hypermlp_read", kHypermlpReadImpls}}, .bad_calls = hypermlp_bad_calls};
+  return {.name = "hypermlp", .bad_calls = hypermlp_bad_calls};
 }
 
 // The operator's spelling of the read's options.
@@ -130,5 +128,6 @@ along the sequence before (s1; diag1, U1, Vt1) and after (s2; diag2, U2, Vt2) th
 q [B,T,Hq,dqk], k [B,S,Hq,dqk], v [B,S,H,dvo] -> [B,T,H,dvo] (causal; Hq = H, or 2H for glu). A mixing is
 diag [Hm,L], U [Hm,L,r], Vt [Hm,r,L] with the gates s [B,T,Hm,r]; layout "lag" (row L-1-lag) or
 "forward" (row = position). impl "fused" is the blocked read, "naive" the dense one (src/ops/hypermlp).
-cu_seqlens packs sequences (each read alone from its first token, the mixing shared: eager only).)doc");
+cu_seqlens packs sequences (each read alone from its first token, the mixing shared: eager only).)doc",
+      kHypermlpReadImpls);
 }

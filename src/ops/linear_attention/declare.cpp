@@ -41,59 +41,52 @@ namespace {
 
 // With a state (fla's initial_state / output_final_state, causal only): the read continued from kv, k_sum and the
 // state after the last position; packed (cu_seqlens), one state per sequence.
-ReadAndState linear_attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                                 c10::string_view impl, c10::optional<double> scale, const c10::optional<at::Tensor>& kv,
-                                 const c10::optional<at::Tensor>& k_sum, bool output_final_state,
-                                 const c10::optional<at::Tensor>& cu_seqlens) {
+ReadAndState linear_attention_op(const LinearAttentionCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v;
   // Precision::reduced_on_cuda: the GPU kernels (impl=fused, causal, on CUDA) read bfloat16/float16 as it is when
   // q, k and v share that dtype and no state comes in or out; every other call reads in float32.
   using reduced_precision::is_reduced;
-  if (q.is_cuda() && (is_reduced(q) || is_reduced(k) || is_reduced(v) || reduced_precision::reduced_dtype(kv) ||
-                      reduced_precision::reduced_dtype(k_sum))) {
-    const bool as_given = causal &&
-                          check_impl(impl_of(impl), kLinearAttentionImpls, "linear_attention", q.device()) ==
+  if (q.is_cuda() && (is_reduced(q) || is_reduced(k) || is_reduced(v) || reduced_precision::reduced_dtype(call.kv) ||
+                      reduced_precision::reduced_dtype(call.k_sum))) {
+    const bool as_given = call.causal &&
+                          check_impl(impl_of(call.impl), kLinearAttentionImpls, "linear_attention", q.device()) ==
                               Impl::fused &&
                           is_reduced(q) && k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                          !kv && !k_sum && !output_final_state;
-    if (!as_given) {
-      return reduced_precision::in_float32<&linear_attention_op>(q, k, v, causal, impl, scale, kv, k_sum,
-                                                                 output_final_state, cu_seqlens);
-    }
+                          !call.kv && !call.k_sum && !call.output_final_state;
+    if (!as_given) return reduced_precision::in_float32<&linear_attention_op>(call);
   }
-  const at::Tensor qs = scaled(q, scale), offsets = or_undefined(cu_seqlens);
-  const LinearAttentionState initial{or_undefined(kv), or_undefined(k_sum)};
-  TORCH_CHECK(causal || (!initial.kv.defined() && !initial.k_sum.defined() && !output_final_state),
+  const at::Tensor qs = scaled(q, call.scale), offsets = or_undefined(call.cu_seqlens);
+  const LinearAttentionState initial{or_undefined(call.kv), or_undefined(call.k_sum)};
+  TORCH_CHECK(call.causal || (!initial.kv.defined() && !initial.k_sum.defined() && !call.output_final_state),
               "linear_attention: a state (kv, k_sum or output_final_state) needs causal=True");
-  const ReadWithState r = continue_packed_scan(native::linear_attention(qs, k, v, causal, impl_of(impl), offsets), qs, k, v,
-                                               at::Tensor(), initial, output_final_state, offsets);
+  const ReadWithState r =
+      continue_packed_scan(native::linear_attention(qs, k, v, call.causal, impl_of(call.impl), offsets), qs, k, v,
+                           at::Tensor(), initial, call.output_final_state, offsets);
   return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> linear_attention_step_op(
-    const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& kv, const at::Tensor& k_sum) {
-  LinearAttentionState state{kv, k_sum};
-  const PriorRead r = native::linear_attention_step(q_t, k_t, v_t, state);
+LinearAttentionStepCall::Result linear_attention_step_op(const LinearAttentionStepCall& call) {
+  LinearAttentionState state{call.kv, call.k_sum};
+  const PriorRead r = native::linear_attention_step(call.q_t, call.k_t, call.v_t, state);
   return {r.numerator, r.normaliser, state.kv, state.k_sum};
 }
 
-TensorPair linear_attention_initial_state_op(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
-                                             c10::optional<at::ScalarType> dtype,
-                                             c10::optional<at::Device> device) {
-  const LinearAttentionState s = linear_attention_initial_state(batch, heads, dk, dv, options_of(dtype, device));
+TensorPair linear_attention_initial_state_op(const LinearAttentionInitialStateCall& call) {
+  const LinearAttentionState s = linear_attention_initial_state(call.batch, call.heads, call.dk, call.dv,
+                                                                options_of(call.dtype, call.device));
   return {s.kv, s.k_sum};
 }
 
 // The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features).
-TensorPair fem_linear_read_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                              double cap, bool causal, c10::string_view impl,
-                              const c10::optional<at::Tensor>& cu_seqlens) {
-  TORCH_CHECK(v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kLinearAttentionImpls, "fem_linear_read", q.device());
-  const FemRead r = fem_capped_read("fem_linear_read", v, beta, cap, [&](const at::Tensor& values) {
-    const auto wq = q.to(values.scalar_type()), wk = k.to(values.scalar_type());
-    return native::normalised_read(native::linear_attention(wq, wk, values, causal, chosen, or_undefined(cu_seqlens)),
-                           kPriorNormaliserFloor);
+TensorPair fem_linear_read_op(const FemLinearReadCall& call) {
+  TORCH_CHECK(call.v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
+  const Impl chosen = check_impl(impl_of(call.impl), kLinearAttentionImpls, "fem_linear_read", call.q.device());
+  const FemRead r = fem_capped_read("fem_linear_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
+    const auto wq = call.q.to(values.scalar_type()), wk = call.k.to(values.scalar_type());
+    return native::normalised_read(
+        native::linear_attention(wq, wk, values, call.causal, chosen, or_undefined(call.cu_seqlens)),
+        kPriorNormaliserFloor);
   });
   return {r.mean, r.free_energy};
 }
@@ -121,10 +114,6 @@ OpFamily declare_linear_attention() {
         return 4.0 * s.batch * s.length * s.heads * s.dk * s.dv;  // the state path
       }};
   return {.name = "linear_attention",
-          .torch_ops = {{"linear_attention", kLinearAttentionImpls},
-                        {"linear_attention_step"},
-                        {"linear_attention_initial_state"},
-                        {"fem_linear_read", kLinearAttentionImpls}},
           .bench_cases = {scan},
           .bad_calls = linear_attention_bad_calls};
 }
@@ -147,7 +136,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
 As flash-linear-attention: scale multiplies q (default: none); initial_state (kv [B,H,dk,dv], k_sum [B,H,dk])
 continues the scan from earlier positions (causal); output_final_state=True also returns the state after the
 last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk's initial_state. cu_seqlens
-(int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...]).)doc",
+(int64 [N+1]) packs N sequences into [1, total_T, ...], each read alone (states [N, ...]).)doc", kLinearAttentionImpls,
       Precision::reduced_on_cuda);
   define_op<&linear_attention_step_op>(m, "linear_attention_step(Tensor q_t, Tensor k_t, Tensor v_t, Tensor kv, "
                                           "Tensor k_sum) -> (Tensor numerator, Tensor normaliser, Tensor kv, "
@@ -163,5 +152,5 @@ last position, (numerator, normaliser, (kv, k_sum)), ready to be the next chunk'
       R"doc(The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features):
 (mean, free_energy), computed as the FEM layer does (one read of [clip(v), exp(beta clip(v) - cap)] in
 float64). q, k [B,T,H,dk], v [B,T,H,dv], beta [H*dv] -> two [B,T,H,dv]. cu_seqlens packs sequences as in
-linear_attention.)doc");
+linear_attention.)doc", kLinearAttentionImpls);
 }

@@ -47,27 +47,24 @@ at::Tensor each_sequence_read(const char* op, const at::Tensor& q, const at::Ten
   })[0];
 }
 
-at::Tensor mha2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                        const at::Tensor& bias_scale, bool causal, c10::string_view impl,
-                        const c10::optional<at::Tensor>& cu_seqlens) {
-  return each_sequence_read("mha2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
-    const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return native::mha2nd1st(part(q), part(k), temperature, bias_scale, causal, impl_of(impl));
+at::Tensor mha2nd1st_op(const Mha2nd1stReadCall& call) {
+  return each_sequence_read("mha2nd1st_read", call.q, call.k, call.cu_seqlens, [&](int64_t begin, int64_t length) {
+    const auto part = [&](const at::Tensor& x) { return call.cu_seqlens ? x.narrow(1, begin, length) : x; };
+    return native::mha2nd1st(part(call.q), part(call.k), call.temperature, call.bias_scale, call.causal,
+                             impl_of(call.impl));
   });
 }
 
-at::Tensor light2nd1st_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                          const at::Tensor& tau, bool causal, c10::string_view impl,
-                          const c10::optional<at::Tensor>& cu_seqlens) {
-  return each_sequence_read("light2nd1st_read", q, k, cu_seqlens, [&](int64_t begin, int64_t length) {
-    const auto part = [&](const at::Tensor& x) { return cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return native::light2nd1st(part(q), part(k), part(v), scale, tau, causal, impl_of(impl));
+at::Tensor light2nd1st_op(const Light2nd1stReadCall& call) {
+  return each_sequence_read("light2nd1st_read", call.q, call.k, call.cu_seqlens, [&](int64_t begin, int64_t length) {
+    const auto part = [&](const at::Tensor& x) { return call.cu_seqlens ? x.narrow(1, begin, length) : x; };
+    return native::light2nd1st(part(call.q), part(call.k), part(call.v), call.scale, call.tau, call.causal,
+                               impl_of(call.impl));
   });
 }
 
 OpFamily declare_second_order() {
   return {.name = "second_order",
-          .torch_ops = {{"mha2nd1st_read", kSecondOrderImpls}, {"light2nd1st_read", kSecondOrderImpls}},
           .bad_calls = second_order_bad_calls};
 }
 
@@ -83,10 +80,10 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
                               "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
       R"doc(MHA2nd1st's read u + c Cov_p(k) u, u = q - E_p[k], p_j = softmax_j(-(||q - k_j||^2) / (2 T_h)).
 q [B,T,H,d], k [B,S,H,d], temperature [H] > 0, bias_scale [H] -> [B,T,H,d]. "naive" forms Cov_p(k).
-cu_seqlens packs sequences (each read alone: eager only).)doc");
+cu_seqlens packs sequences (each read alone: eager only).)doc", kSecondOrderImpls);
   define_op<&light2nd1st_op>(m, "light2nd1st_read(Tensor q, Tensor k, Tensor v, float scale, Tensor tau, "
                                 "bool causal=True, str impl='auto', Tensor? cu_seqlens=None) -> Tensor",
       R"doc(LightMHA2nd1st's read vbar + tau Cov_p(v) vbar, vbar = E_p[v], p = softmax(scale q k^T).
 q, k [B,*,H,dk], v [B,S,H,dv], tau [H] -> [B,T,H,dv]. "naive" forms Cov_p(v). cu_seqlens packs sequences
-(each read alone: eager only).)doc");
+(each read alone: eager only).)doc", kSecondOrderImpls);
 }

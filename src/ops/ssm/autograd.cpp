@@ -13,28 +13,21 @@ namespace seqmix::ops {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
-using Offsets = c10::optional<at::Tensor>;
 
 // {y [B,T,C], checkpoints [B,capacity,N,C]} (the state entering every chunk of kSsmCheckpointEvery positions)
-Tensors forward_cpu(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, const Offsets& cu_seqlens) {
-  auto r = ssm_scan_fused_forward(u, delta, A, b, c, or_undefined(cu_seqlens));
+Tensors forward_cpu(const SsmScanForwardCall& call) {
+  auto r = ssm_scan_fused_forward(call.u, call.delta, call.A, call.b, call.c, or_undefined(call.cu_seqlens));
   return {r.y, r.checkpoints};
 }
-Tensors forward_meta(const at::Tensor& u, const at::Tensor&, const at::Tensor& A, const at::Tensor&, const at::Tensor&,
-                     const Offsets& cu_seqlens) {
-  const c10::SymInt sequences = cu_seqlens.has_value() ? cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
+Tensors forward_meta(const SsmScanForwardCall& call) {
+  const at::Tensor &u = call.u, &A = call.A;
+  const c10::SymInt sequences = call.cu_seqlens.has_value() ? call.cu_seqlens->sym_size(0) - 1 : c10::SymInt(0);
   const auto chunks = chunk_capacity(u.sym_size(1), sequences, kSsmCheckpointEvery);
   return {at::empty_like(u), empty_meta(u, {u.sym_size(0), chunks, A.sym_size(1), u.sym_size(2)})};
 }
-// {du, ddelta, dA, db, dc}
-Tensors backward_cpu(const at::Tensor& grad_y, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                     const at::Tensor& b, const at::Tensor& c, const at::Tensor& checkpoints, const Offsets& cu_seqlens) {
-  return ssm_scan_fused_backward(grad_y, u, delta, A, b, c, checkpoints, or_undefined(cu_seqlens));
-}
-Tensors backward_meta(const at::Tensor&, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                      const at::Tensor& b, const at::Tensor& c, const at::Tensor&, const Offsets&) {
-  return {at::empty_like(u), at::empty_like(delta), at::empty_like(A), at::empty_like(b), at::empty_like(c)};
+Tensors backward_meta(const SsmScanBackwardCall& call) {
+  return {at::empty_like(call.u), at::empty_like(call.delta), at::empty_like(call.A), at::empty_like(call.b),
+          at::empty_like(call.c)};
 }
 
 class FusedSsmScan : public torch::autograd::Function<FusedSsmScan> {
@@ -68,7 +61,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
   using namespace seqmix::ops;
   define_kernel<&forward_cpu, &forward_meta>(
       m, "_ssm_scan_forward(Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, Tensor? cu_seqlens) -> Tensor[]");
-  define_kernel<&backward_cpu, &backward_meta>(
+  define_kernel<&ssm_scan_fused_backward, &backward_meta>(
       m, "_ssm_scan_backward(Tensor grad_y, Tensor u, Tensor delta, Tensor A, Tensor b, Tensor c, "
          "Tensor checkpoints, Tensor? cu_seqlens) -> Tensor[]");
 }

@@ -24,35 +24,32 @@ namespace {
 
 // With a state (fla's initial_state / output_final_state): y continued from the state h_0 and the state after the
 // last position (undefined unless asked for).
-TensorPair ssm_scan_op(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                       const at::Tensor& c, c10::string_view impl, const c10::optional<at::Tensor>& state,
-                       bool output_final_state, const c10::optional<at::Tensor>& cu_seqlens) {
-  const ScanWithState r = ssm_scan_from_state(u, delta, A, b, c, or_undefined(state), output_final_state, impl_of(impl),
-                                              or_undefined(cu_seqlens));
+TensorPair ssm_scan_op(const SsmScanCall& call) {
+  const ScanWithState r =
+      ssm_scan_from_state(call.u, call.delta, call.A, call.b, call.c, or_undefined(call.state),
+                          call.output_final_state, impl_of(call.impl), or_undefined(call.cu_seqlens));
   return {r.y, r.final_state};
 }
 
 // Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-TensorPair ssm_step_op(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A, const at::Tensor& b_t,
-                       const at::Tensor& c_t, const at::Tensor& state) {
-  at::Tensor next = state;
-  at::Tensor y = native::ssm_step(u_t, delta_t, A, b_t, c_t, next);
+TensorPair ssm_step_op(const SsmStepCall& call) {
+  at::Tensor next = call.state;
+  at::Tensor y = native::ssm_step(call.u_t, call.delta_t, call.A, call.b_t, call.c_t, next);
   return {y, next};
 }
 
 // The FEM read under the selective-SSM prior, per channel: the prior's weights are the scan's impulse
 // response, normalised by the scan of ones (plus the skip D u in both), as the FEM layer's SSM prior reads
 // real tokens (this op has no padding mask). v, delta [B,T,C], A [C,N], b, c [B,T,N], beta [C], D [C] (optional).
-TensorPair fem_ssm_read_op(const at::Tensor& v, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                           const at::Tensor& c, const at::Tensor& beta, const c10::optional<at::Tensor>& D, double cap,
-                           c10::string_view impl, const c10::optional<at::Tensor>& cu_seqlens) {
+TensorPair fem_ssm_read_op(const FemSsmReadCall& call) {
+  const at::Tensor& v = call.v;
   TORCH_CHECK(v.dim() == 3, "fem_ssm_read: v must be [B,T,C] (got ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(impl), kSsmScanImpls, "fem_ssm_read", v.device());
-  const SsmPriorParameters prior{delta, A, b, c, or_undefined(D), {}};
-  const FemRead r = fem_capped_read("fem_ssm_read", v, beta, cap, [&](const at::Tensor& values) {
+  const Impl chosen = check_impl(impl_of(call.impl), kSsmScanImpls, "fem_ssm_read", v.device());
+  const SsmPriorParameters prior{call.delta, call.A, call.b, call.c, or_undefined(call.D), {}};
+  const FemRead r = fem_capped_read("fem_ssm_read", v, call.beta, call.cap, [&](const at::Tensor& values) {
     // [B,T,2C] as one group of two streams [B,T,1,2,C]: both read through one scan with the stream of ones.
     const auto streams = values.view({values.size(0), values.size(1), 1, 2, v.size(-1)});
-    return native::ssm_normalised_read(streams, prior, kPriorNormaliserFloor, chosen, or_undefined(cu_seqlens))
+    return native::ssm_normalised_read(streams, prior, kPriorNormaliserFloor, chosen, or_undefined(call.cu_seqlens))
         .view(values.sizes());
   });
   return {r.mean, r.free_energy};
@@ -79,7 +76,6 @@ OpFamily declare_ssm() {
       .make = ssm_case,
       .shapes = {{1, 256, 4, 16, 64}, {4, 1024, 8, 16, 64}}};  // N = dk = 16 states, Mamba's
   return {.name = "ssm",
-          .torch_ops = {{"ssm_scan", kSsmScanImpls}, {"ssm_step"}, {"fem_ssm_read", kSsmScanImpls}},
           .bench_cases = {scan},
           .bad_calls = ssm_bad_calls};
 }
@@ -98,7 +94,7 @@ TORCH_LIBRARY_FRAGMENT(seqmix, m) {
       R"doc(Diagonal selective scan: h_t = exp(delta_t A) h_{t-1} + delta_t b_t u_t, y_t = sum_n c_t[n] h_t[:, n].
 u, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] -> y [B,T,C]. initial_state h_0 [B,C,N] continues the scan;
 output_final_state=True returns (y, h_T). cu_seqlens (int64 [N+1]) packs N sequences into [1, total_T, ...],
-each scanned from zero (or its own row of initial_state, [N,C,N_state]).)doc");
+each scanned from zero (or its own row of initial_state, [N,C,N_state]).)doc", kSsmScanImpls);
   define_op<&ssm_step_op>(m, "ssm_step(Tensor u_t, Tensor delta_t, Tensor A, Tensor b_t, Tensor c_t, Tensor state) "
                              "-> (Tensor y, Tensor state)",
       R"doc(One scan step: u_t, delta_t [B,C], A [C,N], b_t, c_t [B,N], state [B,C,N] -> (y_t [B,C], state).)doc");
@@ -108,5 +104,5 @@ each scanned from zero (or its own row of initial_state, [N,C,N_state]).)doc");
       R"doc(The FEM read under the selective-SSM prior, per channel: weights are the scan's impulse response,
 normalised by the scan of ones (with the skip D u in both, as the FEM layer reads it).
 v, delta [B,T,C], A [C,N] < 0, b, c [B,T,N] >= 0, D [C], beta [C] -> (mean, free_energy) [B,T,C].
-cu_seqlens packs sequences as in ssm_scan.)doc");
+cu_seqlens packs sequences as in ssm_scan.)doc", kSsmScanImpls);
 }

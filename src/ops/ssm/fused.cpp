@@ -220,10 +220,10 @@ SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u_in, const at::Tensor&
   return {y, checkpoints};
 }
 
-std::vector<at::Tensor> ssm_scan_fused_backward(const at::Tensor& grad_y_in, const at::Tensor& u_in,
-                                                const at::Tensor& delta_in, const at::Tensor& A_in, const at::Tensor& b_in,
-                                                const at::Tensor& c_in, const at::Tensor& checkpoints_in,
-                                                const at::Tensor& cu_seqlens) {
+std::vector<at::Tensor> ssm_scan_fused_backward(const SsmScanBackwardCall& call) {
+  const at::Tensor &grad_y_in = call.grad_y, &u_in = call.u, &delta_in = call.delta, &A_in = call.A, &b_in = call.b;
+  const at::Tensor &c_in = call.c, &checkpoints_in = call.checkpoints;
+  const at::Tensor cu_seqlens = call.cu_seqlens.value_or(at::Tensor());
   const char* op = "ssm_scan_fused backward";
   check_ssm_args(op, u_in, delta_in, A_in, b_in, c_in);
   check_kernel_inputs(op, {u_in, delta_in, A_in, b_in, c_in});

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "../common/operator_calls.h"
+
 namespace seqmix::ops {
 
 // Steps between saved states: the backward recomputes one chunk of this many states at a time.
@@ -19,9 +21,8 @@ struct SsmFusedForward {
 SsmFusedForward ssm_scan_fused_forward(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
                                        const at::Tensor& b, const at::Tensor& c, const at::Tensor& cu_seqlens = {});
 
-// Gradients {du, ddelta, dA, db, dc} from the upstream gradient of y [B,T,C].
-std::vector<at::Tensor> ssm_scan_fused_backward(const at::Tensor& grad_y, const at::Tensor& u, const at::Tensor& delta,
-                                                const at::Tensor& A, const at::Tensor& b, const at::Tensor& c,
-                                                const at::Tensor& checkpoints, const at::Tensor& cu_seqlens = {});
+// The CPU kernel of seqmix::_ssm_scan_backward (autograd.cpp registers it): gradients {du, ddelta, dA, db, dc}
+// from the upstream gradient of y [B,T,C].
+std::vector<at::Tensor> ssm_scan_fused_backward(const SsmScanBackwardCall& call);
 
 }  // namespace seqmix::ops
