@@ -161,10 +161,6 @@ DEFINITION = re.compile(r"\b(define_op|define_op_without_tensors|define_kernel)\
 ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}
 
 
-class SourceError(SystemExit):
-    pass
-
-
 def skip_space(text, i):
     """The position of the next token after i: whitespace and comments skipped."""
     while i < len(text):
@@ -197,7 +193,7 @@ def string_literals(text, i, where):
             while text[j] != '"':
                 if text[j] == "\\":
                     if text[j + 1] not in ESCAPES:
-                        raise SourceError(f"generate_op_wrappers: {where}: escape \\{text[j + 1]} in a schema or doc")
+                        raise SystemExit(f"generate_op_wrappers: {where}: escape \\{text[j + 1]} in a schema or doc")
                     piece.append(ESCAPES[text[j + 1]])
                     j += 2
                 else:
@@ -222,10 +218,10 @@ def declarations():
             open_paren = text.index("(", match.end())
             i = skip_space(text, open_paren + 1)
             if not text.startswith("m", i) or text[skip_space(text, i + 1)] != ",":
-                raise SourceError(f"generate_op_wrappers: {where}: {match.group(1)} takes the library `m` first")
+                raise SystemExit(f"generate_op_wrappers: {where}: {match.group(1)} takes the library `m` first")
             schema_text, i = string_literals(text, skip_space(text, i + 1) + 1, where)
             if schema_text is None:
-                raise SourceError(f"generate_op_wrappers: {where}: {match.group(1)}'s schema must be string literals")
+                raise SystemExit(f"generate_op_wrappers: {where}: {match.group(1)}'s schema must be string literals")
             doc = None
             i = skip_space(text, i)
             if text[i] == ",":
@@ -233,20 +229,20 @@ def declarations():
             try:
                 schema = torch._C.parse_schema(schema_text)
             except RuntimeError as e:
-                raise SourceError(f"generate_op_wrappers: {where}: the schema does not parse: {str(e).splitlines()[0]}")
+                raise SystemExit(f"generate_op_wrappers: {where}: the schema does not parse: {str(e).splitlines()[0]}")
             kind = "kernel" if match.group(1) == "define_kernel" else "op"
             if (kind == "kernel") != schema.name.startswith("_"):
-                raise SourceError(f"generate_op_wrappers: {where}: {schema.name}: kernel operators (define_kernel) "
+                raise SystemExit(f"generate_op_wrappers: {where}: {schema.name}: kernel operators (define_kernel) "
                                   "and only they are named _<op>")
             if kind == "op" and not doc:
-                raise SourceError(f"generate_op_wrappers: {where}: operator {schema.name} has no doc (define_op's "
+                raise SystemExit(f"generate_op_wrappers: {where}: operator {schema.name} has no doc (define_op's "
                                   "third argument, a string literal)")
             found.append({"family": family, "name": schema.name, "kind": kind, "schema": schema, "doc": doc,
                           "file": where})
     names = [d["name"] for d in found]
     for name in names:
         if names.count(name) > 1:
-            raise SourceError(f"generate_op_wrappers: operator {name} is defined twice: "
+            raise SystemExit(f"generate_op_wrappers: operator {name} is defined twice: "
                               + ", ".join(d["file"] for d in found if d["name"] == name))
     return found
 
