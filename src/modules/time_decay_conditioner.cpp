@@ -49,7 +49,10 @@ torch::Tensor TimeDecayConditionerImpl::forward(const torch::Tensor& x, const to
 }
 
 ops::LinearAttentionState TimeDecayConditionerImpl::init_state(int64_t batch) const {
-  return ops::linear_attention_initial_state(batch, hidden_, 1, 1, recurrent_state_options(output.options()));
+  const auto options = recurrent_state_options(output.options());
+  const auto s = ops::linear_attention_initial_state(
+      batch, hidden_, 1, 1, {.dtype = options.dtype().toScalarType(), .device = options.device()});
+  return {s.kv, s.k_sum};
 }
 
 torch::Tensor TimeDecayConditionerImpl::step(const torch::Tensor& x_t, ops::LinearAttentionState& state,

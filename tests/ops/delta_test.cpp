@@ -71,7 +71,7 @@ TEST_P(DeltaRuleLengths, DecodeStepsEqualTheParallelForm) {
   const int64_t T = GetParam(), B = 1, H = 2, dk = 3, dv = 5;
   const auto in = inputs(B, T, H, dk, dv, 40 + static_cast<uint64_t>(T));
   const auto full = ops::delta_rule_naive(in.q, in.k, in.v, in.beta);
-  auto state = ops::linear_attention_initial_state(B, H, dk, dv, in.q.options());
+  auto state = ops::linear_attention_initial_state(B, H, dk, dv, {.dtype = in.q.scalar_type()});
   for (int64_t t = 0; t < T; ++t) {
     const auto r = ops::delta_rule_step(in.q.select(1, t), in.k.select(1, t), in.v.select(1, t), in.beta.select(1, t),
                                         state.kv, state.k_sum);

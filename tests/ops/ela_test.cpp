@@ -162,6 +162,13 @@ TEST(ElaWeights, RowsSumToOneAndCausalRowsIgnoreTheFuture) {
   }
 }
 
+// A fresh ElaState of q's dtype from ops::ela_initial_state, key_max undefined for the kernels without one.
+ops::ElaState fresh_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv, const ops::ExactKernel& kernel,
+                          const torch::Tensor& q) {
+  const auto s = ops::ela_initial_state(batch, heads, dk, dv, {.kernel = kernel.name, .dtype = q.scalar_type()});
+  return {s.kv, s.k_sum, s.key_max.numel() == 0 ? torch::Tensor() : s.key_max};
+}
+
 // One ops::ela_step on an ElaState, whose key_max is undefined for the kernels without one (the op takes and returns
 // it empty, [0]); returns y_t and updates the state.
 torch::Tensor step(const torch::Tensor& q_t, const torch::Tensor& k_t, const torch::Tensor& v_t,
@@ -175,7 +182,7 @@ torch::Tensor step(const torch::Tensor& q_t, const torch::Tensor& k_t, const tor
 // Steps a (B=1, H=1) state through x.size(1) tokens; returns the last output and the state.
 std::pair<torch::Tensor, ops::ElaState> decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const ops::ExactKernel& kernel) {
-  auto state = ops::ela_initial_state(q.size(0), q.size(2), q.size(3), v.size(3), kernel, q.options());
+  auto state = fresh_state(q.size(0), q.size(2), q.size(3), v.size(3), kernel, q);
   torch::Tensor y;
   for (int64_t t = 0; t < q.size(1); ++t) y = step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state);
   return {y, state};
@@ -187,7 +194,7 @@ TEST(ElaDecode, StepsEqualTheForward) {
     const auto& kernel = ops::exact_kernel(name);
     auto q = rnd({2, 12, 3, 4}, 80) * 3, k = rnd({2, 12, 3, 4}, 81) * 3, v = rnd({2, 12, 3, 5}, 82);
     auto full = ops::ela_fused(q, k, v, kernel, true);
-    auto state = ops::ela_initial_state(2, 3, 4, 5, kernel, q.options());
+    auto state = fresh_state(2, 3, 4, 5, kernel, q);
     for (int64_t t = 0; t < 12; ++t)
       EXPECT_CLOSE(step(q.select(1, t), k.select(1, t), v.select(1, t), kernel, state), full.select(1, t), 1e-11,
                    1e-12);

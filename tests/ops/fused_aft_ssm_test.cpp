@@ -94,10 +94,10 @@ TEST(FusedAft, DecodeStepsReproduceTheFusedScan) {
   in.mask = torch::ones({2, 130}, torch::kBool);
   in.mask.index_put_({0, Slice(0, 17)}, false);
   const auto fused = ops::aft_fused(in.k, in.v, in.mask);
-  auto state = ops::aft_initial_state(2, 5, in.k.options());
+  auto state = ops::aft_initial_state(2, 5, {.dtype = in.k.scalar_type()});
   std::vector<torch::Tensor> num, den;
   for (int64_t t = 0; t < 130; ++t) {
-    auto r = ops::aft_step(in.k.select(1, t), in.v.select(1, t), state.numerator, state.normaliser, state.key_max,
+    auto r = ops::aft_step(in.k.select(1, t), in.v.select(1, t), state.state_numerator, state.state_normaliser, state.key_max,
                            {.mask_t = in.mask.select(1, t)});
     state = {r.state_numerator, r.state_normaliser, r.key_max};
     num.push_back(r.numerator);

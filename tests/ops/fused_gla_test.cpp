@@ -93,7 +93,7 @@ TEST(FusedGla, GradientsWhenOnlyTheNumeratorIsUsed) {
 // Decoding position by position from a fresh state equals the fused scan, for a log decay per head or per key.
 void expect_steps_match_scan(const Shape& s, const torch::Tensor& a) {
   auto q = rnd({s.B, s.T, s.H, s.dk}, 1), k = rnd({s.B, s.T, s.H, s.dk}, 2), v = rnd({s.B, s.T, s.H, s.dv}, 3);
-  auto state = ops::linear_attention_initial_state(s.B, s.H, s.dk, s.dv, q.options());
+  auto state = ops::linear_attention_initial_state(s.B, s.H, s.dk, s.dv, {.dtype = q.scalar_type()});
   std::vector<torch::Tensor> numerators, normalisers;
   for (int64_t t = 0; t < s.T; ++t) {
     auto r = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), state.kv, state.k_sum);

@@ -69,8 +69,8 @@ TEST(LinearScans, DecodeStepsEqualNaive) {
   auto a = -positive({B, T, H}, 17);
   auto lin = ops::linear_attention_naive(q, k, v, true);
   auto gla = ops::gla_naive(q, k, v, a);
-  auto s_lin = ops::linear_attention_initial_state(B, H, dk, dv, q.options());
-  auto s_gla = ops::linear_attention_initial_state(B, H, dk, dv, q.options());
+  auto s_lin = ops::linear_attention_initial_state(B, H, dk, dv, {.dtype = q.scalar_type()});
+  auto s_gla = ops::linear_attention_initial_state(B, H, dk, dv, {.dtype = q.scalar_type()});
   for (int64_t t = 0; t < T; ++t) {
     auto r1 = ops::linear_attention_step(q.select(1, t), k.select(1, t), v.select(1, t), s_lin.kv, s_lin.k_sum);
     auto r2 = ops::gla_step(q.select(1, t), k.select(1, t), v.select(1, t), a.select(1, t), s_gla.kv, s_gla.k_sum);

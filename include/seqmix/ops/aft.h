@@ -21,7 +21,7 @@ struct AftState {
   at::Tensor normaliser;  // [B,C]
   at::Tensor key_max;     // [B,C]
 };
-AftState aft_initial_state(int64_t batch, int64_t channels, const at::TensorOptions& options);
+// (A fresh state: ops::aft_initial_state, operators.h; key_max -1e30.)
 
 // The recurrence itself, one step per token (numerator and normaliser [B,T,C], both scaled by
 // exp(-m_t); their ratio is the read).
@@ -51,13 +51,5 @@ AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor
 // The implementations of torch.ops.seqmix.aft and fem_aft_read, whose C++ entry points ops::aft, ops::aft_step and
 // ops::fem_aft_read (operators.h) are generated from their schemas.
 constexpr ImplSet kAftImpls{{Impl::fused, Impl::naive}, {"seqmix::_aft_forward"}};
-
-namespace native {
-// What the operators run: the chosen implementation, and the recurrent step (k_t, v_t [B,C], mask_t [B] or
-// undefined; returns numerator and normaliser [B,1,C]).
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
-              const at::Tensor& cu_seqlens = {});
-PriorRead aft_step(const at::Tensor& k_t, const at::Tensor& v_t, AftState& state, const at::Tensor& mask_t = {});
-}  // namespace native
 
 }  // namespace seqmix::ops

@@ -45,12 +45,6 @@ at::Tensor softmax_attention_torch(const at::Tensor& q, const at::Tensor& k, con
 // generated from its schema, as relu_attention's (relu_attention_naive through the dispatcher) is.
 constexpr ImplSet kSoftmaxAttentionImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_attention_forward"}};
 
-namespace native {
-// What the operator behind ops::attention runs: the chosen implementation through causal_outputs.
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens = {});
-}  // namespace native
-
 // The raw kernels behind it (benchmarks and tests): out [B,T,H,dv] and lse [B,H,T]; the backward returns
 // dq, dk, dv.
 struct AttentionForward {

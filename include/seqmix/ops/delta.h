@@ -26,21 +26,4 @@ PriorRead delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const at::T
 // form only; decoding uses delta_rule_step.
 constexpr ImplSet kDeltaRuleImpls{Impl::naive};
 
-// The delta rule continued from `initial` (linear attention's state layout; undefined = zeros) and, when
-// `final_state`, the state after position T: exact, by the error-correction form S_t = S_{t-1} + b_t k_t (v_t -
-// S_{t-1}^T k_t)^T. From S_0 the written values are those of a zero start on v_t - S_0^T k_t, so the read is
-// q_t^T S_0 plus the zero-start read of those values (and of 1 - z_0 . k_t for the normaliser); the final
-// state is read by d_k positions after T that do not write (b = 0, k = 0) with queries e_1..e_dk
-// (src/ops/delta/state.cpp).
-ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                                    const LinearAttentionState& initial, bool final_state, Impl impl);
-
-namespace native {
-// What the operators run: the naive form through causal_outputs, and the recurrent step on linear attention's state
-// layout (kv = S [B,H,dk,dv], k_sum = z [B,H,dk]; beta_t [B,H]; numerator [B,1,H,dv] and normaliser [B,1,H]).
-PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl);
-PriorRead delta_rule_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const at::Tensor& beta_t,
-                          LinearAttentionState& state);
-}  // namespace native
-
 }  // namespace seqmix::ops

@@ -67,8 +67,7 @@ at::Tensor ela_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 struct ElaState {
   at::Tensor kv, k_sum, key_max;
 };
-ElaState ela_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv, const ExactKernel& kernel,
-                           const at::TensorOptions& options);
+// (A fresh state: ops::ela_initial_state, operators.h, whose key_max is empty, [0], for the other kernels.)
 
 // State handoff for the causal read (flash-linear-attention's initial_state / output_final_state): y of positions
 // 1..T when `initial` (kv and k_sum, plus key_max for hadamard_exp; all undefined = a fresh state) already holds
@@ -88,14 +87,5 @@ ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tenso
 // points ops::ela and ops::ela_step (operators.h) are generated from their schemas: fused (the linear form) or naive
 // (the explicit quadratic form).
 constexpr ImplSet kElaImpls{{Impl::fused, Impl::naive}, {"seqmix::_ela_hadamard_forward", "seqmix::_gla_forward"}};
-
-namespace native {
-// What the operators run: the chosen form through causal_outputs, and the recurrent step (q_t, k_t [B,H,dk], v_t
-// [B,H,dv] -> y_t [B,H,dv]; updates the state).
-at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
-               double eps, Impl impl);
-at::Tensor ela_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t, const ExactKernel& kernel,
-                    ElaState& state, double eps = 1e-8);
-}  // namespace native
 
 }  // namespace seqmix::ops

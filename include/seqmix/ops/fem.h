@@ -20,12 +20,6 @@ constexpr double kFemFusedMaxCap = 40.0;
 // The outputs of torch.ops.seqmix.fem_scale_values (ops::fem_scale_values, operators.h): clipped is v clamped to
 // [-cap/beta, cap/beta] (the mean branch reads it too; v when cap = 0), scaled is u = beta * clipped.
 using FemValues = FemScaleValuesOutputs;
-namespace native {
-// v [...,C], beta [C] > 0. The clamp uses minimum/maximum so beta gets a gradient through the limit.
-FemValues fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap);
-// L / beta with L = log(z) + shift: z [...,C] the read of exp(u - shift), shift broadcastable.
-at::Tensor fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta);
-}  // namespace native
 
 struct FemRead {
   at::Tensor mean;         // mu [B,T,H,dv]
@@ -53,11 +47,6 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 // has a GPU kernel too (src/ops/fem/fused_cuda.cpp: the Triton kernels, float32/float16/bfloat16 inputs); it has not
 // yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
 constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_fem_softmax_forward"}};
-namespace native {
-// What the operator runs: the chosen implementation through causal_outputs.
-FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl);
-}  // namespace native
 
 // The free-energy read through any prior that is linear in its values, the one FEM's layer (forward and
 // decode step) and the fem_*_read operators all run: the values scaled and clipped once (scale: fem_scale_values,
@@ -68,14 +57,15 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
 //   shift   shift_of(u) (broadcast against v), or the constant cap where shift_of is empty (cap > 0).
 //   support bool, broadcast against v, or undefined for all: sets exp(u - shift) to 0 where false.
 // The read runs in read_type (float64 where exp(u - shift) reaches exp(-2 cap): its products with small
-// weights leave float32's range), and mu and F come back in v's type. `scale` is the dispatched op for layers;
-// operators, which run inside the dispatcher, pass native::fem_scale_values.
+// weights leave float32's range), and mu and F come back in v's type. The values are scaled by
+// seqmix::fem_scale_values through the dispatcher for a layer; an operator, which runs inside the dispatcher
+// already, passes ScaleValuesBy::operator_function (the operator's own function, no second dispatch).
 using ValueRead = std::function<at::Tensor(const at::Tensor& values)>;
 using ShiftOf = std::function<at::Tensor(const at::Tensor& scaled)>;
-using ScaleValues = FemValues (*)(const at::Tensor& v, const at::Tensor& beta, double cap);
+enum class ScaleValuesBy { dispatcher, operator_function };
 FemRead fem_free_energy_read(const at::Tensor& v, const at::Tensor& beta, double cap, const ShiftOf& shift_of,
                              const at::Tensor& support, at::ScalarType read_type, const ValueRead& read,
-                             ScaleValues scale = &fem_scale_values);
+                             ScaleValuesBy scale = ScaleValuesBy::dispatcher);
 
 // What the fem_<prior>_read operators compute, as the FEM layer does with a value cap: fem_free_energy_read of
 // v with the constant shift cap, in float64. v [B,T,H,dv] (per-head priors) or [B,T,C] (per-channel priors),

@@ -41,13 +41,4 @@ PriorRead gla_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 // ops::fem_gla_read (operators.h) are generated from their schemas.
 constexpr ImplSet kGlaImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
 
-namespace native {
-// What the operators run: the chosen implementation through causal_outputs, and the recurrent step (the state has
-// the layout of linear attention's; log_decay_t [B,H] or [B,H,dk]).
-PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
-              const at::Tensor& cu_seqlens = {});
-PriorRead gla_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                   const at::Tensor& log_decay_t, LinearAttentionState& state);
-}  // namespace native
-
 }  // namespace seqmix::ops

@@ -69,11 +69,4 @@ constexpr ImplSet kHypermlpReadImpls{Impl::fused, Impl::naive};  // the blocked 
 HypermlpReadArgs hypermlp_read_args(const at::Tensor& s1, const HyperMixing& mix1, const at::Tensor& s2,
                                     const HyperMixing& mix2, const HyperReadOptions& options, Impl impl);
 
-namespace native {
-// What the operator runs: the chosen read through causal_outputs.
-at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
-                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
-                         const HyperReadOptions& options, Impl impl);
-}  // namespace native
-
 }  // namespace seqmix::ops

@@ -21,8 +21,7 @@ struct LinearAttentionState {
   at::Tensor kv;
   at::Tensor k_sum;
 };
-LinearAttentionState linear_attention_initial_state(int64_t batch, int64_t heads, int64_t dk, int64_t dv,
-                                                    const at::TensorOptions& options);
+// (zeros: ops::linear_attention_initial_state, operators.h.)
 
 // State handoff, flash-linear-attention's initial_state and output_final_state: the causal read of positions
 // 1..T when `initial` (kv [B,H,dk,dv], k_sum [B,H,dk]; both undefined = zeros) already holds the positions
@@ -61,14 +60,5 @@ PriorRead linear_attention_chunked(const at::Tensor& q, const at::Tensor& k, con
 // ops::linear_attention, ops::linear_attention_step and ops::fem_linear_read (operators.h) are generated from their
 // schemas.
 constexpr ImplSet kLinearAttentionImpls{{Impl::fused, Impl::naive, Impl::chunked}, {"seqmix::_gla_forward"}};
-
-namespace native {
-// What the operators run: the chosen implementation through causal_outputs, and the recurrent step (q_t, k_t
-// [B,H,dk], v_t [B,H,dv]; updates state, returns numerator [B,1,H,dv] and normaliser [B,1,H]).
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
-                           const at::Tensor& cu_seqlens = {});
-PriorRead linear_attention_step(const at::Tensor& q_t, const at::Tensor& k_t, const at::Tensor& v_t,
-                                LinearAttentionState& state);
-}  // namespace native
 
 }  // namespace seqmix::ops

@@ -17,10 +17,4 @@ struct PriorRead {
   at::Tensor normaliser;  // [B,T,H] (per head, broadcast over dv) or [B,T,C] (per channel)
 };
 
-// numerator / max(normaliser, eps): [B,T,H,dv] or [B,T,C], what torch.ops.seqmix.normalised_read runs (its C++
-// entry point ops::normalised_read, operators.h, is generated from its schema).
-namespace native {
-at::Tensor normalised_read(const PriorRead& read, double eps);
-}  // namespace native
-
 }  // namespace seqmix::ops

@@ -34,12 +34,4 @@ at::Tensor light2nd1st_read_covariance(const at::Tensor& q, const at::Tensor& k,
 // Both are ATen code, so both run on a GPU too.
 constexpr ImplSet kSecondOrderImpls{Impl::fused, Impl::naive};  // the fused reads are ATen code
 
-namespace native {
-// What the operators run: the chosen form through causal_outputs.
-at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                     const at::Tensor& bias_scale, bool causal, Impl impl);
-at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                       const at::Tensor& tau, bool causal, Impl impl);
-}  // namespace native
-
 }  // namespace seqmix::ops

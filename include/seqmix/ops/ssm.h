@@ -26,19 +26,6 @@ at::Tensor ssm_scan_fused(const at::Tensor& u, const at::Tensor& delta, const at
 // (operators.h) are generated from their schemas.
 constexpr ImplSet kSsmScanImpls{{Impl::fused, Impl::naive}, {"seqmix::_ssm_scan_forward"}};
 
-// The scan continued from the state h_0 [B,C,N] (undefined = zeros) and, when `final_state`, h_T [B,C,N]
-// (else undefined): exact, with D_t = delta_1 + ... + delta_t [B,T,C], y_t gains sum_n c_t[n] e^{A D_t} h_0 and
-// h_T = e^{A D_T} h_0 + sum_i e^{A (D_T - D_i)} delta_i b_i u_i (every exponent <= 0; B*T*C*N memory).
-// Autograd through ATen (src/ops/ssm/state.cpp).
-struct ScanWithState {
-  at::Tensor y;
-  at::Tensor final_state;
-};
-// Packed (cu_seqlens): one state per sequence, [N,C,N_state], in and out.
-ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
-                                  const at::Tensor& cu_seqlens = {});
-
 // The selective-SSM prior's normalised read (FEM paper §2.3.3 (iv), Prop. 2.9): S value streams in each of G groups
 // read through one scan, each channel's weights the scan's impulse response plus the skip D, normalised by the same
 // scan of an all-ones stream: one scan over [values, ones]. The FEM layer's ssm prior (G = heads, c = dv) and the
@@ -55,17 +42,5 @@ at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameter
 // last stream of each group is the ones) is updated.
 at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParameters& prior_t, double floor,
                                at::Tensor& state);
-
-namespace native {
-// What the operators run: the chosen implementation, and the recurrent step (u_t, delta_t [B,C], b_t, c_t [B,N],
-// state [B,C,N] (updated); returns y_t [B,C]).
-at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens = {});
-at::Tensor ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
-                    const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state);
-// ssm_normalised_read on native::ssm_scan, for operators (which run inside the dispatcher).
-at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
-                               const at::Tensor& cu_seqlens = {});
-}  // namespace native
 
 }  // namespace seqmix::ops

@@ -29,7 +29,10 @@ class AftPrior : public PriorImpl {
     return ops::normalised_read(r.numerator, r.normaliser, config_.floor).view(values.sizes());
   }
   std::any init_state(int64_t batch, int64_t width) const override {
-    return ops::aft_initial_state(batch, config_.heads * width, recurrent_state_options(keys_->weight.options()));
+    const auto options = recurrent_state_options(keys_->weight.options());
+    const auto s = ops::aft_initial_state(batch, config_.heads * width,
+                                          {.dtype = options.dtype().toScalarType(), .device = options.device()});
+    return ops::AftState{s.state_numerator, s.state_normaliser, s.key_max};
   }
   at::Tensor step(const at::Tensor& values_t, const PriorInputs& in, std::any& state) override {
     const int64_t n = values_t.size(-1) / config_.value_head_dim;

@@ -12,8 +12,10 @@ class LinearStatePrior : public PriorImpl {
  public:
   using PriorImpl::PriorImpl;
   std::any init_state(int64_t batch, int64_t width) const override {
-    return ops::linear_attention_initial_state(batch, config_.heads, feature_dim(), width,
-                                               recurrent_state_options(state_options()));
+    const auto options = recurrent_state_options(state_options());
+    const auto s = ops::linear_attention_initial_state(
+        batch, config_.heads, feature_dim(), width, {.dtype = options.dtype().toScalarType(), .device = options.device()});
+    return ops::LinearAttentionState{s.kv, s.k_sum};
   }
   void rescale(std::any& state, int64_t begin, int64_t end, const at::Tensor& factor) override {
     auto& s = state_of<ops::LinearAttentionState>(state);

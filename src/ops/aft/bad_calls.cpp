@@ -14,9 +14,9 @@ std::vector<BadCall> aft_bad_calls() {
   std::vector<BadCall> cases;
 
   const std::string ai = "aft_initial_state";
-  cases.push_back({ai + ": negative batch size", [=] { ops::aft_initial_state(-1, kC, kF64); }, ai});
-  cases.push_back({ai + ": negative channel count", [=] { ops::aft_initial_state(kB, -1, kF64); }, ai});
-  cases.push_back({ai + ": integer dtype", [=] { ops::aft_initial_state(kB, kC, torch::TensorOptions(torch::kLong)); }, ai});
+  cases.push_back({ai + ": negative batch size", [=] { ops::aft_initial_state(-1, kC, {.dtype = torch::kDouble}); }, ai});
+  cases.push_back({ai + ": negative channel count", [=] { ops::aft_initial_state(kB, -1, {.dtype = torch::kDouble}); }, ai});
+  cases.push_back({ai + ": integer dtype", [=] { ops::aft_initial_state(kB, kC, {.dtype = torch::kLong}); }, ai});
 
   const std::string an = "aft_naive";
   cases.push_back({an + ": k of rank 4", [=] { ops::aft_naive(k.unsqueeze(0), v); }, an});
@@ -31,29 +31,29 @@ std::vector<BadCall> aft_bad_calls() {
   const std::string as = "aft_step";
   const auto k_t = rnd({kB, kC}), v_t = rnd({kB, kC});
   cases.push_back({as + ": k_t of rank 3", [=] {
-                     auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(rnd({kB, 1, kC}), v_t, state.numerator, state.normaliser, state.key_max);
+                     auto state = ops::aft_initial_state(kB, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(rnd({kB, 1, kC}), v_t, state.state_numerator, state.state_normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": v_t of rank 1", [=] {
-                     auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, rnd({kC}), state.numerator, state.normaliser, state.key_max);
+                     auto state = ops::aft_initial_state(kB, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(k_t, rnd({kC}), state.state_numerator, state.state_normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": v_t with another channel count", [=] {
-                     auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, rnd({kB, kC + 1}), state.numerator, state.normaliser, state.key_max);
+                     auto state = ops::aft_initial_state(kB, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(k_t, rnd({kB, kC + 1}), state.state_numerator, state.state_normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": state of another batch size", [=] {
-                     auto state = ops::aft_initial_state(kB + 1, kC, kF64);
-                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max);
+                     auto state = ops::aft_initial_state(kB + 1, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(k_t, v_t, state.state_numerator, state.state_normaliser, state.key_max);
                    }, as});
   cases.push_back({as + ": mask_t of another batch size", [=] {
-                     auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max,
+                     auto state = ops::aft_initial_state(kB, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(k_t, v_t, state.state_numerator, state.state_normaliser, state.key_max,
                                    {.mask_t = all_true({kB + 1})});
                    }, as});
   cases.push_back({as + ": float mask_t", [=] {
-                     auto state = ops::aft_initial_state(kB, kC, kF64);
-                     ops::aft_step(k_t, v_t, state.numerator, state.normaliser, state.key_max,
+                     auto state = ops::aft_initial_state(kB, kC, {.dtype = torch::kDouble});
+                     ops::aft_step(k_t, v_t, state.state_numerator, state.state_normaliser, state.key_max,
                                    {.mask_t = torch::ones({kB})});
                    }, as});
 

@@ -2,21 +2,13 @@
 // max (fused scan or naive, with state handoff), its decode step and state, and the FEM read through it.
 #include "../common/bench_inputs.h"
 #include "../common/checks.h"
+#include "../common/internal.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/aft.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
-
-namespace seqmix::ops::native {
-
-PriorRead aft(const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, Impl impl,
-              const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kAftImpls, "aft", k.device()) == Impl::fused ? aft_fused(k, v, mask, cu_seqlens)
-                                                           : aft_naive(k, v, mask, cu_seqlens);
-}
-
-}  // namespace seqmix::ops::native
+#include "internal.h"
 
 namespace seqmix::ops {
 
@@ -31,24 +23,13 @@ AftCall::Result aft_op(const AftCall& call) {
   const at::Tensor m = or_undefined(call.mask), offsets = or_undefined(call.cu_seqlens);
   const AftState initial{or_undefined(call.state_numerator), or_undefined(call.state_normaliser),
                          or_undefined(call.key_max)};
-  const AftReadWithState r = continue_aft_scan(native::aft(call.k, call.v, m, impl_of(call.impl), offsets), call.k, m,
-                                               initial, call.output_final_state, offsets);
+  const PriorRead zero_state = check_impl(impl_of(call.impl), kAftImpls, "aft", call.k.device()) == Impl::fused
+                                    ? aft_fused(call.k, call.v, m, offsets)
+                                    : aft_naive(call.k, call.v, m, offsets);
+  const AftReadWithState r = continue_aft_scan(zero_state, call.k, m, initial, call.output_final_state, offsets);
   const auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
   return {r.read.numerator, r.read.normaliser, copy(r.final_state.numerator), copy(r.final_state.normaliser),
           copy(r.final_state.key_max)};
-}
-
-// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-AftStepCall::Result aft_step_op(const AftStepCall& call) {
-  AftState state{call.state_numerator, call.state_normaliser, call.key_max};
-  const PriorRead r = native::aft_step(call.k_t, call.v_t, state, or_undefined(call.mask_t));
-  // The read is a view of the new state; outputs must not alias each other.
-  return {r.numerator.clone(), r.normaliser.clone(), state.numerator, state.normaliser, state.key_max};
-}
-
-AftInitialStateCall::Result aft_initial_state_op(const AftInitialStateCall& call) {
-  const AftState s = aft_initial_state(call.batch, call.channels, options_of(call.dtype, call.device));
-  return {s.numerator, s.normaliser, s.key_max};
 }
 
 // The FEM read under the AFT / LRNN-softmax prior w_ti = exp(k_i), i <= t, per channel.
@@ -56,15 +37,17 @@ TensorPair fem_aft_read_op(const FemAftReadCall& call) {
   const at::Tensor &k = call.k, &v = call.v;
   TORCH_CHECK(v.dim() == 3 && k.sizes() == v.sizes(), "fem_aft_read: k and v must both be [B,T,C] (got ", k.sizes(),
               " and ", v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(call.impl), kAftImpls, "fem_aft_read", k.device());
+  check_impl(impl_of(call.impl), kAftImpls, "fem_aft_read", k.device());  // the error names this op
   const at::Tensor m = or_undefined(call.mask);
   if (m.defined()) check_aft_args("fem_aft_read", k, v, m);
   // Padding made finite before the value scaling too, whose exp would turn a NaN there into a NaN gradient.
   const at::Tensor key = finite_padding("fem_aft_read", "k", k, m), value = finite_padding("fem_aft_read", "v", v, m);
   const FemRead r = fem_capped_read("fem_aft_read", value, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto keys = at::cat({key, key}, -1).to(values.scalar_type());  // each channel's key logit, both streams
-    return native::normalised_read(native::aft(keys, values, m, chosen, or_undefined(call.cu_seqlens)),
-                                   kPriorNormaliserFloor);
+    const auto [numerator, normaliser, state_numerator, state_normaliser, key_max] =
+        aft_op(AftCall{.k = keys, .v = values, .mask = call.mask, .impl = call.impl, .state_numerator = c10::nullopt,
+                       .state_normaliser = c10::nullopt, .key_max = c10::nullopt, .cu_seqlens = call.cu_seqlens});
+    return normalised_read_op(NormalisedReadCall{numerator, normaliser, kPriorNormaliserFloor});
   });
   return {r.mean, r.free_energy};
 }

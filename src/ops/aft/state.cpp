@@ -6,6 +6,7 @@
 
 #include "../common/checks.h"
 #include "../common/packing.h"
+#include "internal.h"
 #include "seqmix/ops/aft.h"
 
 namespace seqmix::ops {
@@ -85,7 +86,7 @@ AftReadWithState continue_aft_scan(const PriorRead& zero_state, const at::Tensor
   }
   if (final_state) {
     if (T == 0) {
-      out.final_state = from_state ? initial : aft_initial_state(k.size(0), k.size(2), k.options());
+      out.final_state = from_state ? initial : fresh_aft_state(k);
     } else {
       out.final_state = {out.read.numerator.select(1, T - 1), out.read.normaliser.select(1, T - 1),
                          joint.select(1, T - 1)};

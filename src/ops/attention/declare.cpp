@@ -6,27 +6,6 @@
 #include "seqmix/ops/attention.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops::native {
-
-at::Tensor softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale,
-                             const at::Tensor& key_mask, Impl impl, const at::Tensor& cu_seqlens) {
-  const Impl chosen = check_impl(impl, kSoftmaxAttentionImpls, "softmax_attention", q.device());
-  const auto read = [&](const Window& w) -> at::Tensor {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), mask = w.keys(key_mask);
-    switch (chosen) {
-      case Impl::fused: return softmax_attention_fused(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
-      case Impl::naive: return softmax_attention_naive(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
-      case Impl::torch: return softmax_attention_torch(qw, kw, vw, causal, scale, mask, w.cu_seqlens);
-    }
-    TORCH_CHECK(false, "softmax_attention: unknown impl");
-  };
-  return causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
-    return std::vector<at::Tensor>{read(w)};
-  })[0];
-}
-
-}  // namespace seqmix::ops::native
-
 namespace seqmix::ops {
 
 std::vector<BadCall> attention_bad_calls();
@@ -37,9 +16,23 @@ double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
+// The chosen implementation through causal_outputs.
 at::Tensor attention_op(const AttentionCall& call) {
-  return native::softmax_attention(call.q, call.k, call.v, call.causal, scale_or_default(call.scale, call.q),
-                                   or_undefined(call.key_mask), impl_of(call.impl), or_undefined(call.cu_seqlens));
+  const double scale = scale_or_default(call.scale, call.q);
+  const at::Tensor key_mask = or_undefined(call.key_mask);
+  const Impl chosen = check_impl(impl_of(call.impl), kSoftmaxAttentionImpls, "softmax_attention", call.q.device());
+  const auto read = [&](const Window& w) -> at::Tensor {
+    const auto qw = w.queries(call.q, call.k), kw = w.keys(call.k), vw = w.keys(call.v), mask = w.keys(key_mask);
+    switch (chosen) {
+      case Impl::fused: return softmax_attention_fused(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
+      case Impl::naive: return softmax_attention_naive(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
+      case Impl::torch: return softmax_attention_torch(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
+    }
+    TORCH_CHECK(false, "softmax_attention: unknown impl");
+  };
+  return causal_outputs(call.causal, {call.k, call.v}, call.q, or_undefined(call.cu_seqlens), [&](const Window& w) {
+    return std::vector<at::Tensor>{read(w)};
+  })[0];
 }
 
 at::Tensor relu_attention_op(const ReluAttentionCall& call) {

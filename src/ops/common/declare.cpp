@@ -1,5 +1,6 @@
 // The common family in the op table and in torch.ops.seqmix: what every linear prior's read shares (the
 // normalised read) and the implementation choice itself.
+#include "internal.h"
 #include "torch_op.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/prior_read.h"
@@ -10,10 +11,6 @@ std::vector<BadCall> impl_bad_calls();
 std::vector<BadCall> prior_read_bad_calls();
 
 namespace {
-
-at::Tensor normalised_read_op(const NormalisedReadCall& call) {
-  return native::normalised_read({call.numerator, call.normaliser}, call.eps);
-}
 
 std::vector<BadCall> common_bad_calls() {
   auto calls = impl_bad_calls();

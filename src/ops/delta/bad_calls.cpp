@@ -30,7 +30,7 @@ std::vector<BadCall> delta_bad_calls() {
   const std::string ds = "delta_rule_step";
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
   const auto b_t = torch::sigmoid(rnd({kB, kH}));
-  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
+  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kDouble}); };
   cases.push_back({ds + ": q_t of rank 4", [=] {
                      auto state = fresh_state();
                      ops::delta_rule_step(q_t.unsqueeze(1), k_t, v_t, b_t, state.kv, state.k_sum);
@@ -44,11 +44,11 @@ std::vector<BadCall> delta_bad_calls() {
                      ops::delta_rule_step(q_t, k_t, v_t, torch::Tensor(), state.kv, state.k_sum);
                    }, "beta_t"});
   cases.push_back({ds + ": state of another key width", [=] {
-                     auto state = ops::linear_attention_initial_state(kB, kH, kDk + 1, kDv, kF64);
+                     auto state = ops::linear_attention_initial_state(kB, kH, kDk + 1, kDv, {.dtype = torch::kDouble});
                      ops::delta_rule_step(q_t, k_t, v_t, b_t, state.kv, state.k_sum);
                    }, ds});
   cases.push_back({ds + ": state of another dtype", [=] {
-                     auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::TensorOptions(torch::kFloat));
+                     auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kFloat});
                      ops::delta_rule_step(q_t, k_t, v_t, b_t, state.kv, state.k_sum);
                    }, ds});
   return cases;

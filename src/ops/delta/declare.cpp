@@ -1,24 +1,13 @@
 // The delta family in the op table and in torch.ops.seqmix: the delta rule (DeltaNet) in its parallel form and
 // its decode step, on linear attention's state layout.
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
 #include "../common/packing.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/delta.h"
 #include "seqmix/ops/op_table.h"
-
-namespace seqmix::ops::native {
-
-PriorRead delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, Impl impl) {
-  check_impl(impl, kDeltaRuleImpls, "delta_rule", q.device());
-  const auto r = causal_outputs(true, {k, v, beta}, q, {}, [&](const Window& w) {
-    const PriorRead read = delta_rule_naive(w.queries(q, k), w.keys(k), w.keys(v), w.keys(beta));
-    return std::vector<at::Tensor>{read.numerator, read.normaliser};
-  });
-  return {r[0], r[1]};
-}
-
-}  // namespace seqmix::ops::native
+#include "internal.h"
 
 namespace seqmix::ops {
 
@@ -54,17 +43,29 @@ ReadAndState delta_rule_op(const DeltaRuleCall& call) {
         });
     return {joined[0], joined[1], joined[2], joined[3]};
   }
-  const ReadWithState r =
-      delta_rule_from_state(scaled(q, call.scale), k, v, beta, {or_undefined(call.kv), or_undefined(call.k_sum)},
-                            call.output_final_state, impl_of(call.impl));
-  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
+  return delta_rule_from_state(call);
 }
 
-// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+// Decode, functional: the state (linear attention's layout: kv = S [B,H,dk,dv], k_sum = z [B,H,dk]) goes in and the
+// updated state comes out (nothing is modified). q_t, k_t [B,H,dk], v_t [B,H,dv], beta_t [B,H] -> numerator
+// [B,1,H,dv], normaliser [B,1,H].
 DeltaRuleStepCall::Result delta_rule_step_op(const DeltaRuleStepCall& call) {
-  LinearAttentionState state{call.kv, call.k_sum};
-  const PriorRead r = native::delta_rule_step(call.q_t, call.k_t, call.v_t, call.beta_t, state);
-  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+  const at::Tensor &q_t = call.q_t, &k_t = call.k_t, &v_t = call.v_t, &beta_t = call.beta_t;
+  const char* op = "delta_rule_step";
+  check_scan_step_args(op, q_t, k_t, v_t, call.kv, call.k_sum);
+  check_state_features_are_keys(op, q_t, call.kv);
+  TORCH_CHECK(beta_t.defined(), op, ": beta_t must be given, [B,H]");
+  check_rank(beta_t, op, "beta_t", 2, "B,H");
+  check_same_float_dtype(op, {q_t, k_t, v_t, beta_t, call.kv, call.k_sum});  // the state too: no silent promotion
+  TORCH_CHECK(beta_t.sizes() == q_t.sizes().slice(0, 2), op, ": beta_t must share [B,H] with q_t (got ",
+              beta_t.sizes(), " and ", q_t.sizes(), ")");
+  const auto b = beta_t.unsqueeze(-1);                                // [B,H,1]
+  // S <- S + b k (v - k^T S)^T: what the state already returns for k_t is corrected towards v_t.
+  const auto recalled = (k_t.unsqueeze(-1) * call.kv).sum(-2);       // k^T S [B,H,dv]
+  const auto kv = call.kv + (b * k_t).unsqueeze(-1) * (v_t - recalled).unsqueeze(-2);
+  const auto recalled_one = (k_t * call.k_sum).sum(-1, /*keepdim=*/true);  // k . z [B,H,1]
+  const auto k_sum = call.k_sum + b * k_t * (1 - recalled_one);
+  return {(q_t.unsqueeze(-1) * kv).sum(-2).unsqueeze(1), (q_t * k_sum).sum(-1).unsqueeze(1), kv, k_sum};
 }
 
 // The layers' inputs: q and k L2-normalised per head [B,T,H,dk], v [B,T,H,dv], beta = sigmoid(randn) [B,T,H].

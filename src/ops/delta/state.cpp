@@ -1,16 +1,38 @@
-// State handoff for the delta rule (include/seqmix/ops/delta.h, delta_rule_from_state): a zero-start read of
+// State handoff for the delta rule (internal.h, delta_rule_from_state): a zero-start read of
 // corrected values, plus d_k read-only positions that read the final state out.
 #include <ATen/ATen.h>
 
 #include "../common/checks.h"
+#include "../common/padding.h"
 #include "seqmix/ops/delta.h"
+#include "seqmix/ops/linear_attention.h"
+#include "internal.h"
 
 namespace seqmix::ops {
 
-ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                                    const LinearAttentionState& initial, bool final_state, Impl impl) {
+namespace {
+
+// The read from a zero state: the parallel form (the only one) through causal_outputs.
+PriorRead zero_start_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta) {
+  const auto r = causal_outputs(true, {k, v, beta}, q, {}, [&](const Window& w) {
+    const PriorRead read = delta_rule_naive(w.queries(q, k), w.keys(k), w.keys(v), w.keys(beta));
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  return {r[0], r[1]};
+}
+
+}  // namespace
+
+ReadAndState delta_rule_from_state(const DeltaRuleCall& call) {
+  const at::Tensor q = scaled(call.q, call.scale), &k = call.k, &v = call.v, &beta = call.beta;
+  const LinearAttentionState initial{or_undefined(call.kv), or_undefined(call.k_sum)};
+  const bool final_state = call.output_final_state;
+  check_impl(impl_of(call.impl), kDeltaRuleImpls, "delta_rule", q.device());
   const bool from_state = initial.kv.defined() || initial.k_sum.defined();
-  if (!from_state && !final_state) return {native::delta_rule(q, k, v, beta, impl), {}};
+  if (!from_state && !final_state) {
+    const PriorRead read = zero_start_read(q, k, v, beta);
+    return {read.numerator, read.normaliser, at::Tensor(), at::Tensor()};
+  }
   check_rank(q, "delta_rule", "q", 4, "B,T,H,dk");
   check_rank(v, "delta_rule", "v", 4, "B,T,H,dv");
   check_initial_state("delta_rule", initial, q, v);
@@ -29,7 +51,7 @@ ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, co
     bs = at::cat({beta, at::zeros({B, dk, H}, beta.options())}, 1);
     vs = at::cat({vs, at::zeros({B, dk, H, dv + 1}, vs.options())}, 1);
   }
-  const at::Tensor read = native::delta_rule(qs, ks, vs, bs, impl).numerator;  // [B,T(+dk),H,dv+1]
+  const at::Tensor read = zero_start_read(qs, ks, vs, bs).numerator;  // [B,T(+dk),H,dv+1]
   const at::Tensor positions = read.narrow(1, 0, T);
   ReadWithState out;
   out.read.numerator = positions.narrow(-1, 0, dv);
@@ -47,7 +69,7 @@ ReadWithState delta_rule_from_state(const at::Tensor& q, const at::Tensor& k, co
       out.final_state.k_sum = out.final_state.k_sum + initial.k_sum;
     }
   }
-  return out;
+  return {out.read.numerator, out.read.normaliser, out.final_state.kv, out.final_state.k_sum};
 }
 
 }  // namespace seqmix::ops

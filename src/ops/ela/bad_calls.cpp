@@ -67,10 +67,10 @@ std::vector<BadCall> ela_bad_calls() {
   cases.push_back({ef + ": negative eps", [=] { ops::ela_fused(q, k, v, poly, true, -1.0); }, "eps"});
 
   const std::string ei = "ela_initial_state";
-  cases.push_back({ei + ": negative batch size", [=] { ops::ela_initial_state(-1, kH, kDk, kDv, poly, kF64); }, ei});
-  cases.push_back({ei + ": negative head width", [=] { ops::ela_initial_state(kB, kH, -1, kDv, hadamard, kF64); }, ei});
+  cases.push_back({ei + ": negative batch size", [=] { ops::ela_initial_state(-1, kH, kDk, kDv, {.kernel = poly.name, .dtype = torch::kDouble}); }, ei});
+  cases.push_back({ei + ": negative head width", [=] { ops::ela_initial_state(kB, kH, -1, kDv, {.kernel = hadamard.name, .dtype = torch::kDouble}); }, ei});
   cases.push_back({ei + ": integer dtype", [=] {
-                     ops::ela_initial_state(kB, kH, kDk, kDv, poly, torch::TensorOptions(torch::kLong));
+                     ops::ela_initial_state(kB, kH, kDk, kDv, {.kernel = poly.name, .dtype = torch::kLong});
                    }, ei});
 
   const std::string es = "ela_step";

@@ -1,25 +1,13 @@
 // The ela family in the op table and in torch.ops.seqmix: Exact Linear Attention (the linear form, or the
 // explicit quadratic form as its naive twin, with state handoff), its decode step and state.
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
 #include "../common/packing.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
+#include "internal.h"
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/op_table.h"
-
-namespace seqmix::ops::native {
-
-at::Tensor ela(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ExactKernel& kernel, bool causal,
-               double eps, Impl impl) {
-  const bool fused = check_impl(impl, kElaImpls, "ela", q.device()) == Impl::fused;
-  return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
-    return std::vector<at::Tensor>{fused ? ela_fused(qw, kw, vw, kernel, causal, eps)
-                                         : ela_naive(qw, kw, vw, kernel, causal, eps)};
-  })[0];
-}
-
-}  // namespace seqmix::ops::native
 
 namespace seqmix::ops {
 
@@ -60,7 +48,13 @@ ElaCall::Result ela_op(const ElaCall& call) {
   }
   const ExactKernel& kernel = exact_kernel(std::string(call.kernel));
   const at::Tensor qs = scaled(q, call.scale);
-  const at::Tensor y = native::ela(qs, k, v, kernel, call.causal, call.eps, impl_of(call.impl));
+  // The chosen form through causal_outputs.
+  const bool fused = check_impl(impl_of(call.impl), kElaImpls, "ela", qs.device()) == Impl::fused;
+  const at::Tensor y = causal_outputs(call.causal, {k, v}, qs, {}, [&](const Window& w) {
+    const auto qw = w.queries(qs, k), kw = w.keys(k), vw = w.keys(v);
+    return std::vector<at::Tensor>{fused ? ela_fused(qw, kw, vw, kernel, call.causal, call.eps)
+                                         : ela_naive(qw, kw, vw, kernel, call.causal, call.eps)};
+  })[0];
   const bool with_state =
       call.kv.has_value() || call.k_sum.has_value() || call.key_max.has_value() || call.output_final_state;
   if (!with_state) return {y, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -74,18 +68,46 @@ ElaCall::Result ela_op(const ElaCall& call) {
           undefined_as_empty(r.final_state.key_max, q).clone()};
 }
 
-// Decode, functional; key_max is empty ([0]) for kernels without one (all but hadamard_exp), in and out.
+// Decode, functional: one token of causal ELA with the fixed-size state (y_t and the state after it); key_max is
+// empty ([0]) for kernels without one (all but hadamard_exp), in and out. Hadamard Exp keeps the state relative to
+// the running max of each key channel, as the fused scan does.
 ElaStepCall::Result ela_step_op(const ElaStepCall& call) {
+  const char* op = "ela_step";
+  const at::Tensor &q_t = call.q_t, &k_t = call.k_t, &v_t = call.v_t;
   ElaState state{call.kv, call.k_sum, empty_as_undefined(call.key_max)};
-  const at::Tensor y =
-      native::ela_step(call.q_t, call.k_t, call.v_t, exact_kernel(std::string(call.kernel)), state, call.eps);
+  const ExactKernel& kernel = exact_kernel(std::string(call.kernel));
+  check_scan_step_args(op, q_t, k_t, v_t, state.kv, state.k_sum);
+  check_eps(op, call.eps);
+  at::Tensor y;
+  if (kernel.exponential) {
+    check_state_dtype(op, q_t, {state.key_max});
+    TORCH_CHECK(state.key_max.defined(), op, ": kernel '", kernel.name,
+                "' needs the state's key_max (was the state built by ela_initial_state for another kernel?)");
+    TORCH_CHECK(state.key_max.sizes() == q_t.sizes() && state.kv.size(2) == q_t.size(2), op,
+                ": kernel '", kernel.name, "' needs state.kv [B,H,dk,dv] and state.key_max [B,H,dk] with dk = ",
+                q_t.size(2), " (got ", state.kv.sizes(), " and ", state.key_max.sizes(), ")");
+    auto r = at::maximum(state.key_max, k_t);             // [B,H,dk]
+    auto rescale = at::exp(state.key_max - r);
+    auto w = at::exp(k_t - r);
+    state.kv = state.kv * rescale.unsqueeze(-1) + w.unsqueeze(-1) * v_t.unsqueeze(-2);
+    state.k_sum = state.k_sum * rescale + w;
+    state.key_max = r;
+    auto shifted = q_t + r;
+    auto phi = at::exp(shifted - std::get<0>(shifted.max(-1, true)));
+    auto numerator = (phi.unsqueeze(-1) * state.kv).sum(-2);
+    y = numerator / (phi * state.k_sum).sum(-1, true);
+  } else {
+    auto phi = kernel.query_features(q_t), psi = kernel.key_features(k_t);
+    TORCH_CHECK(phi.size(-1) == state.kv.size(2) && psi.size(-1) == state.kv.size(2), op, ": kernel '", kernel.name,
+                "' makes ", phi.size(-1), " features but the state holds ", state.kv.size(2),
+                " (was the state built by ela_initial_state for another kernel?)");
+    state.kv = state.kv + psi.unsqueeze(-1) * v_t.unsqueeze(-2);
+    state.k_sum = state.k_sum + psi;
+    auto normaliser = (phi * state.k_sum).sum(-1, true);
+    check_row_sums(kernel, normaliser);
+    y = (phi.unsqueeze(-1) * state.kv).sum(-2) / normaliser.clamp_min(call.eps);
+  }
   return {y, state.kv, state.k_sum, undefined_as_empty(state.key_max, call.kv)};
-}
-
-ElaInitialStateCall::Result ela_initial_state_op(const ElaInitialStateCall& call) {
-  const ElaState s = ela_initial_state(call.batch, call.heads, call.dk, call.dv, exact_kernel(std::string(call.kernel)),
-                                       options_of(call.dtype, call.device));
-  return {s.kv, s.k_sum, s.key_max.defined() ? s.key_max : at::empty({0}, options_of(call.dtype, call.device))};
 }
 
 // Causal, q k v ~ N(0, 1): Hadamard Exp runs the fused running-max scan, the squared-Euclidean kernel linear

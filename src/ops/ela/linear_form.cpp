@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "../common/checks.h"
+#include "../common/internal.h"
 #include "fused_kernels.h"
 #include "seqmix/ops/ela.h"
 #include "seqmix/ops/linear_attention.h"
@@ -34,11 +35,12 @@ at::Tensor ela_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (kernel.exponential) {
     if (causal) return hadamard_scan(q, k, v);
     auto features = shifted_exp_features(q, k);
-    return native::normalised_read(linear_attention_fused(features.first, features.second, v, false), eps);
+    const PriorRead read = linear_attention_fused(features.first, features.second, v, false);
+    return normalised_read_op(NormalisedReadCall{read.numerator, read.normaliser, eps});
   }
   auto read = linear_attention_fused(kernel.query_features(q), kernel.key_features(k), v, causal);
   check_row_sums(kernel, read.normaliser);
-  return native::normalised_read(read, eps);
+  return normalised_read_op(NormalisedReadCall{read.numerator, read.normaliser, eps});
 }
 
 }  // namespace seqmix::ops

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "../common/checks.h"
+#include "internal.h"
 #include "seqmix/ops/ela.h"
 
 namespace seqmix::ops {
@@ -83,7 +84,13 @@ ElaReadWithState continue_ela_scan(const at::Tensor& zero_state, const at::Tenso
                                : continue_polynomial(zero_state, phi, psi, kernel, initial, eps);
   if (!final_state) return out;
   if (T == 0) {
-    out.final_state = from_state ? initial : ela_initial_state(B, H, dk, dv, kernel, q.options());
+    if (from_state) {
+      out.final_state = initial;
+    } else {
+      const auto [kv, k_sum, key_max] = ela_initial_state_op(ElaInitialStateCall{
+          .batch = B, .heads = H, .dk = dk, .dv = dv, .kernel = kernel.name, .dtype = q.scalar_type(), .device = q.device()});
+      out.final_state = {kv, k_sum, kernel.exponential ? key_max : at::Tensor()};  // ElaState: undefined, not empty
+    }
     return out;
   }
   if (kernel.exponential) {

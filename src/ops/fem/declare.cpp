@@ -1,19 +1,53 @@
 // The fem family in the op table and in torch.ops.seqmix: the softmax prior's free-energy read (fused or naive)
 // and the value clamp and restore every FEM read uses. (The reads through the linear priors, fem_<prior>_read,
 // live with their priors and share fem_capped_read.)
+#include <ATen/ExpandUtils.h>
+
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
 #include "../common/packing.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/attention.h"
 #include "../common/gpu_kernels.h"
+#include "internal.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops::native {
+namespace seqmix::ops {
 
-FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                         double cap, bool causal, double scale, const at::Tensor& key_mask, Impl impl) {
+std::vector<BadCall> fem_bad_calls();
+
+namespace {
+
+TensorPair fem_softmax_read_op(const FemSoftmaxReadCall& call) {
+  const at::Tensor &q = call.q, &k = call.k, &v = call.v, &beta = call.beta;
+  const double cap = call.cap;
+  const double scale = call.scale.has_value() ? *call.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const bool causal = call.causal;
+  if (call.cu_seqlens.has_value()) {
+    // Packed: each sequence read alone (the fused kernel's per-channel shift is a max over a query block's keys,
+    // which would span sequences), joined along time.
+    check_packed_attention("fem_softmax_read", q, k, or_undefined(call.key_mask), *call.cu_seqlens);
+    const auto joined = each_sequence_alone(
+        "fem_softmax_read", *call.cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
+          const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
+          const auto [mean, free_energy] = fem_softmax_read_op(FemSoftmaxReadCall{.q = part(q),
+                                                                                  .k = part(k),
+                                                                                  .v = part(v),
+                                                                                  .beta = beta,
+                                                                                  .cap = cap,
+                                                                                  .causal = causal,
+                                                                                  .scale = scale,
+                                                                                  .key_mask = c10::nullopt,
+                                                                                  .impl = call.impl,
+                                                                                  .cu_seqlens = c10::nullopt});
+          return std::vector<at::Tensor>{mean, free_energy};
+        });
+    return {joined[0], joined[1]};
+  }
+  const at::Tensor key_mask = or_undefined(call.key_mask);
+  const Impl impl = impl_of(call.impl);
   Impl chosen = check_impl(impl, kFemSoftmaxReadImpls, "fem_softmax_read", q.device());
   // auto on a GPU takes the fused kernels (once they have passed there) only for inputs they read; else SDPA.
   using namespace gpu_kernels;
@@ -30,9 +64,18 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
                          beta.scalar_type() == q.scalar_type();
   if (reduced && !(chosen == Impl::fused && one_dtype)) {
     using reduced_precision::widened;
-    const FemRead r = native::fem_softmax_read(widened(q), widened(k), widened(v), widened(beta), cap, causal,
-                                               scale, key_mask, chosen);
-    return {r.mean.to(*reduced), r.free_energy.to(*reduced)};
+    const std::string chosen_name = impl_name(chosen);
+    const auto [mean, free_energy] = fem_softmax_read_op(FemSoftmaxReadCall{.q = widened(q),
+                                                                            .k = widened(k),
+                                                                            .v = widened(v),
+                                                                            .beta = widened(beta),
+                                                                            .cap = cap,
+                                                                            .causal = causal,
+                                                                            .scale = scale,
+                                                                            .key_mask = call.key_mask,
+                                                                            .impl = chosen_name,
+                                                                            .cu_seqlens = c10::nullopt});
+    return {mean.to(*reduced), free_energy.to(*reduced)};
   }
   TORCH_CHECK(chosen != Impl::torch || cap > 0, "fem_softmax_read: impl=torch reads with the constant shift cap, so "
               "it needs cap > 0 (got ", cap, "); impl=naive reads any cap");
@@ -60,43 +103,20 @@ FemRead fem_softmax_read(const at::Tensor& q, const at::Tensor& k, const at::Ten
   return {r[0], r[1]};
 }
 
-}  // namespace seqmix::ops::native
-
-namespace seqmix::ops {
-
-std::vector<BadCall> fem_bad_calls();
-
-namespace {
-
-TensorPair fem_softmax_read_op(const FemSoftmaxReadCall& call) {
-  const at::Tensor &q = call.q, &k = call.k, &v = call.v, &beta = call.beta;
-  const double s = call.scale.has_value() ? *call.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  if (call.cu_seqlens.has_value()) {
-    // Packed: each sequence read alone (the fused kernel's per-channel shift is a max over a query block's keys,
-    // which would span sequences), joined along time.
-    check_packed_attention("fem_softmax_read", q, k, or_undefined(call.key_mask), *call.cu_seqlens);
-    const auto joined = each_sequence_alone(
-        "fem_softmax_read", *call.cu_seqlens, q.size(1), {1, 1}, [&](int64_t begin, int64_t length, int64_t) {
-          const auto part = [&](const at::Tensor& x) { return x.narrow(1, begin, length); };
-          const FemRead r = native::fem_softmax_read(part(q), part(k), part(v), beta, call.cap, call.causal, s, {},
-                                                     impl_of(call.impl));
-          return std::vector<at::Tensor>{r.mean, r.free_energy};
-        });
-    return {joined[0], joined[1]};
-  }
-  const FemRead r = native::fem_softmax_read(q, k, v, beta, call.cap, call.causal, s, or_undefined(call.key_mask),
-                                             impl_of(call.impl));
-  return {r.mean, r.free_energy};
-}
-
-TensorPair fem_scale_values_op(const FemScaleValuesCall& call) {
-  const FemValues values = native::fem_scale_values(call.v, call.beta, call.cap);
-  // Outputs are new tensors, as the schema says: with cap 0 the clipped values are v itself.
-  return {values.clipped.is_same(call.v) ? call.v.clone() : values.clipped, values.scaled};
-}
-
+// L / beta with L = log(z) + shift: z [...,C] the read of exp(u - shift), shift broadcastable.
 at::Tensor fem_restore_op(const FemRestoreCall& call) {
-  return native::fem_restore(call.z, call.shift, call.beta);
+  const at::Tensor &z = call.z, &shift = call.shift, &beta = call.beta;
+  const char* op = "fem_restore";
+  TORCH_CHECK(z.defined() && z.dim() >= 1, op, ": z must have a channel axis [...,C] (got ",
+              z.defined() ? "a scalar" : "none", ")");
+  TORCH_CHECK(beta.defined(), op, ": beta is missing (expected one entry per channel)");
+  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(z.sym_size(-1)), op, ": beta must have one entry per channel (got ",
+                  beta.sym_numel(), " for ", z.sym_size(-1), " channels)");
+  TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sym_sizes(), z.sym_sizes()), op,
+              ": shift must broadcast to z ", z.sym_sizes(), " (got ", shift.defined() ? shift.sym_sizes() : c10::SymIntArrayRef{},
+              ")");
+  check_positive(op, "beta", beta);
+  return (z.log() + shift) / beta.reshape_symint({z.sym_size(-1)});
 }
 
 // The read of causal softmax attention's inputs, beta = softplus(randn) + 0.5 [H*dv], cap 40.

@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "internal.h"
 #include "seqmix/ops/fem.h"
 
 namespace seqmix::ops {
@@ -21,9 +22,12 @@ at::Tensor smallest_normal(const at::Tensor& t) {
 
 FemRead fem_free_energy_read(const at::Tensor& v, const at::Tensor& beta, double cap, const ShiftOf& shift_of,
                              const at::Tensor& support, at::ScalarType read_type, const ValueRead& read,
-                             ScaleValues scale) {
+                             ScaleValuesBy scale) {
   // Sizes as SymInts: the Meta kernel runs this code under torch.compile with symbolic shapes.
-  const FemValues flat = scale(v.flatten(v.dim() - beta.dim()), beta.flatten(), cap);
+  const at::Tensor v_flat = v.flatten(v.dim() - beta.dim()), beta_flat = beta.flatten();
+  const FemValues flat = scale == ScaleValuesBy::dispatcher
+                             ? fem_scale_values(v_flat, beta_flat, cap)
+                             : values_of(fem_scale_values_op(FemScaleValuesCall{v_flat, beta_flat, cap}));
   const auto clipped = flat.clipped.view_symint(v.sym_sizes()), scaled = flat.scaled.view_symint(v.sym_sizes());
   const at::Tensor shift = shift_of ? shift_of(scaled) : at::scalar_tensor(cap, v.options().dtype(at::kDouble));
   // In read_type: u - shift lies in [-2 cap, 0], where bfloat16's spacing (0.25 at 40) would erase u.
@@ -47,7 +51,7 @@ FemRead fem_capped_read(const char* op, const at::Tensor& v, const at::Tensor& b
   TORCH_SYM_CHECK(beta.sym_numel().sym_eq(channels), op, ": beta must have ", channels,
                   " entries, one per value channel (got ", beta.sym_sizes(), ")");
   return fem_free_energy_read(v, beta.reshape_symint(channel_shape), cap, {}, {}, read_type, read,
-                              &native::fem_scale_values);
+                              ScaleValuesBy::operator_function);
 }
 
 }  // namespace seqmix::ops

@@ -1,15 +1,17 @@
 // The free-energy read's value transform and restore, and the definitional softmax FEM read.
 #include <ATen/ATen.h>
-#include <ATen/ExpandUtils.h>
 
 #include "../common/checks.h"
 #include "../common/padding.h"
 #include "seqmix/ops/attention.h"
+#include "internal.h"
 #include "seqmix/ops/fem.h"
 
 namespace seqmix::ops {
 
-FemValues native::fem_scale_values(const at::Tensor& v, const at::Tensor& beta, double cap) {
+FemScaleValuesCall::Result fem_scale_values_op(const FemScaleValuesCall& call) {
+  const at::Tensor &v = call.v, &beta = call.beta;
+  const double cap = call.cap;
   TORCH_CHECK(cap >= 0, "fem_scale_values: cap must be >= 0 (got ", cap, ")");
   TORCH_CHECK(v.defined() && v.dim() >= 1, "fem_scale_values: v must have a channel axis [...,C] (got ",
               v.defined() ? "a scalar" : "none", ")");
@@ -20,26 +22,15 @@ FemValues native::fem_scale_values(const at::Tensor& v, const at::Tensor& beta, 
                   v.sym_size(-1), " channels)");
   check_positive("fem_scale_values", "beta", beta);
   const auto b = beta.reshape_symint({v.sym_size(-1)});
-  at::Tensor clipped = v;
+  // Outputs are new tensors, as the schema says: with cap 0 the clipped values are a copy of v.
+  at::Tensor clipped;
   if (cap > 0) {
     const auto limit = cap / b;
     clipped = at::maximum(at::minimum(v, limit), -limit);
+  } else {
+    clipped = v.clone();
   }
   return {clipped, clipped * b};
-}
-
-at::Tensor native::fem_restore(const at::Tensor& z, const at::Tensor& shift, const at::Tensor& beta) {
-  const char* op = "fem_restore";
-  TORCH_CHECK(z.defined() && z.dim() >= 1, op, ": z must have a channel axis [...,C] (got ",
-              z.defined() ? "a scalar" : "none", ")");
-  TORCH_CHECK(beta.defined(), op, ": beta is missing (expected one entry per channel)");
-  TORCH_SYM_CHECK(beta.sym_numel().sym_eq(z.sym_size(-1)), op, ": beta must have one entry per channel (got ",
-                  beta.sym_numel(), " for ", z.sym_size(-1), " channels)");
-  TORCH_CHECK(shift.defined() && at::is_expandable_to(shift.sym_sizes(), z.sym_sizes()), op,
-              ": shift must broadcast to z ", z.sym_sizes(), " (got ", shift.defined() ? shift.sym_sizes() : c10::SymIntArrayRef{},
-              ")");
-  check_positive(op, "beta", beta);
-  return (z.log() + shift) / beta.reshape_symint({z.sym_size(-1)});
 }
 
 FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
@@ -55,7 +46,8 @@ FemRead fem_softmax_read_naive(const at::Tensor& q, const at::Tensor& k, const a
                   v.sym_size(2) * v.sym_size(3), " entries (got ", beta.sym_numel(), ")");
   const auto b = beta.reshape_symint({v.sym_size(2), v.sym_size(3)});
   const AttentionInputs in = finite_masked_positions(op, q, k, v, key_mask);
-  const auto values = native::fem_scale_values(in.v.flatten(2), beta.reshape({-1}), cap);
+  const FemValues values =
+      values_of(fem_scale_values_op(FemScaleValuesCall{in.v.flatten(2), beta.reshape({-1}), cap}));
   const auto vc = values.clipped.view(v.sizes()), u = values.scaled.view(v.sizes());
   auto scores = at::matmul(in.q.transpose(1, 2), in.k.permute({0, 2, 3, 1})) * scale;  // [B,H,T,S]
   const auto visible = visible_keys(q.size(1), k.size(1), causal, key_mask, q.device());

@@ -30,7 +30,7 @@ std::vector<BadCall> gla_bad_calls() {
   const std::string gs = "gla_step";
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
   const auto a_t = -torch::softplus(rnd({kB, kH}));
-  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
+  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kDouble}); };
   cases.push_back({gs + ": log_decay_t [B,H,1] for keys of width dk", [=] {
                      auto state = fresh_state();
                      ops::gla_step(q_t, k_t, v_t, a_t.unsqueeze(-1), state.kv, state.k_sum);
@@ -61,7 +61,7 @@ std::vector<BadCall> gla_bad_calls() {
                      ops::gla_step(rnd({kB, kH, kDk + 1}), rnd({kB, kH, kDk + 1}), v_t, a_t, state.kv, state.k_sum);
                    }, "key features"});
   cases.push_back({gs + ": state of batch size 1 for a batch of 2", [=] {
-                     auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
+                     auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, {.dtype = torch::kDouble});
                      ops::gla_step(q_t, k_t, v_t, a_t, state.kv, state.k_sum);
                    }, gs});
 

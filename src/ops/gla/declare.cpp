@@ -2,37 +2,14 @@
 // key feature (fused scan or naive; packed sequences), its decode step, and the FEM read through it. LRNN-decay is
 // benchmarked here too: it is this op with unit features.
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
 #include "../common/gpu_kernels.h"
+#include "../common/internal.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/op_table.h"
-
-namespace seqmix::ops::native {
-
-PriorRead gla(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay, Impl impl,
-              const at::Tensor& cu_seqlens) {
-  Impl chosen = check_impl(impl, kGlaImpls, "gla", q.device());
-  // auto on a GPU takes the fused kernels (once they have passed there) only for inputs they read; else the chunked
-  // form.
-  using namespace gpu_kernels;
-  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
-  if (impl == Impl::automatic && chosen == Impl::fused && !q.device().is_cpu() &&
-      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
-        sequences * q.size(2) <= kMaxPrograms))
-    chosen = Impl::chunked;
-  const auto r = causal_outputs(true, {k, v, log_decay}, q, cu_seqlens, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
-    const PriorRead read = chosen == Impl::fused     ? gla_fused(qw, kw, vw, decay, w.cu_seqlens)
-                           : chosen == Impl::chunked ? gla_chunked(qw, kw, vw, decay, w.cu_seqlens)
-                                                     : gla_naive(qw, kw, vw, decay, w.cu_seqlens);
-    return std::vector<at::Tensor>{read.numerator, read.normaliser};
-  });
-  return {r[0], r[1]};
-}
-
-}  // namespace seqmix::ops::native
 
 namespace seqmix::ops {
 
@@ -56,30 +33,64 @@ ReadAndState gla_op(const GlaCall& call) {
                           !call.output_final_state;
     if (!as_given) return reduced_precision::in_float32<&gla_op>(call);
   }
+  const Impl impl = impl_of(call.impl);
+  Impl chosen = check_impl(impl, kGlaImpls, "gla", q.device());
   const at::Tensor qs = scaled(q, call.scale), offsets = or_undefined(call.cu_seqlens);
-  const ReadWithState r =
-      continue_packed_scan(native::gla(qs, k, v, log_decay, impl_of(call.impl), offsets), qs, k, v, log_decay,
-                           {or_undefined(call.kv), or_undefined(call.k_sum)}, call.output_final_state, offsets);
-  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
+  // auto on a GPU takes the fused kernels (once they have passed there) only for inputs they read; else the chunked
+  // form.
+  using namespace gpu_kernels;
+  const int64_t sequences = offsets.defined() ? offsets.numel() - 1 : q.size(0);
+  if (impl == Impl::automatic && chosen == Impl::fused && !q.device().is_cpu() &&
+      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
+        sequences * q.size(2) <= kMaxPrograms))
+    chosen = Impl::chunked;
+  // The read from a zero state, each window of positions by the chosen implementation (causal_outputs)...
+  const auto r = causal_outputs(true, {k, v, log_decay}, qs, offsets, [&](const Window& w) {
+    const auto qw = w.queries(qs, k), kw = w.keys(k), vw = w.keys(v), decay = w.keys(log_decay);
+    const PriorRead read = chosen == Impl::fused     ? gla_fused(qw, kw, vw, decay, w.cu_seqlens)
+                           : chosen == Impl::chunked ? gla_chunked(qw, kw, vw, decay, w.cu_seqlens)
+                                                     : gla_naive(qw, kw, vw, decay, w.cu_seqlens);
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  // ... then the initial state's share and the final state, in closed form (state.cpp).
+  const ReadWithState continued =
+      continue_packed_scan({r[0], r[1]}, qs, k, v, log_decay, {or_undefined(call.kv), or_undefined(call.k_sum)},
+                           call.output_final_state, offsets);
+  return {continued.read.numerator, continued.read.normaliser, continued.final_state.kv, continued.final_state.k_sum};
 }
 
-// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+// Decode, functional: the state (the layout of linear attention's) goes in and the updated state comes out (nothing is
+// modified). log_decay_t [B,H] (per head) or [B,H,dk] (per key feature).
 GlaStepCall::Result gla_step_op(const GlaStepCall& call) {
-  LinearAttentionState state{call.kv, call.k_sum};
-  const PriorRead r = native::gla_step(call.q_t, call.k_t, call.v_t, call.log_decay_t, state);
-  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+  const at::Tensor &q_t = call.q_t, &k_t = call.k_t, &v_t = call.v_t, &log_decay_t = call.log_decay_t;
+  const char* op = "gla_step";
+  check_scan_step_args(op, q_t, k_t, v_t, call.kv, call.k_sum);
+  check_state_features_are_keys(op, q_t, call.kv);
+  TORCH_CHECK(log_decay_t.dim() == 2 || log_decay_t.dim() == 3, op,
+              ": log_decay_t must be [B,H] (a decay per head) or [B,H,dk] (per key feature) (got ",
+              log_decay_t.sizes(), ")");
+  const bool per_key = log_decay_t.dim() == 3;
+  TORCH_CHECK(log_decay_t.sizes() == (per_key ? q_t.sizes() : q_t.sizes().slice(0, 2)), op, ": log_decay_t must be ",
+              per_key ? "[B,H,dk], q_t's shape" : "[B,H], q_t's first two sizes", " (got ", log_decay_t.sizes(),
+              " and ", q_t.sizes(), ")");
+  // The decay of each row of the state: [B,H,1] per head, [B,H,dk] per key.
+  const auto decay = per_key ? log_decay_t.exp() : log_decay_t.exp().unsqueeze(-1);
+  const auto kv = decay.unsqueeze(-1) * call.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
+  const auto k_sum = decay * call.k_sum + k_t;
+  return {(q_t.unsqueeze(-1) * kv).sum(-2).unsqueeze(1), (q_t * k_sum).sum(-1).unsqueeze(1), kv, k_sum};
 }
 
 // The FEM read under the gated-linear-attention prior (decay exp(log_decay) per head or key feature and step,
 // causal).
 TensorPair fem_gla_read_op(const FemGlaReadCall& call) {
   TORCH_CHECK(call.v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(call.impl), kGlaImpls, "fem_gla_read", call.q.device());
+  check_impl(impl_of(call.impl), kGlaImpls, "fem_gla_read", call.q.device());  // the error names this op
   const FemRead r = fem_capped_read("fem_gla_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
-    return native::normalised_read(native::gla(call.q.to(type), call.k.to(type), values, call.log_decay.to(type),
-                                               chosen, or_undefined(call.cu_seqlens)),
-                                   kPriorNormaliserFloor);
+    const auto [numerator, normaliser, kv, k_sum] =
+        gla_op(GlaCall{.q = call.q.to(type), .k = call.k.to(type), .v = values, .log_decay = call.log_decay.to(type),
+                       .impl = call.impl, .kv = c10::nullopt, .k_sum = c10::nullopt, .cu_seqlens = call.cu_seqlens});
+    return normalised_read_op(NormalisedReadCall{numerator, normaliser, kPriorNormaliserFloor});
   });
   return {r.mean, r.free_energy};
 }

@@ -6,22 +6,6 @@
 #include "seqmix/ops/hypermlp.h"
 #include "seqmix/ops/op_table.h"
 
-namespace seqmix::ops::native {
-
-at::Tensor hypermlp_read(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& s1,
-                         const HyperMixing& mix1, const at::Tensor& s2, const HyperMixing& mix2,
-                         const HyperReadOptions& options, Impl impl) {
-  const bool fused = check_impl(impl, kHypermlpReadImpls, "hypermlp_read", q.device()) == Impl::fused;
-  return causal_outputs(true, {k, v}, q, {}, [&](const Window& w) {
-    // s1, s2 [B,T,...] belong to the queries.
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v), s1w = w.queries(s1, k), s2w = w.queries(s2, k);
-    return std::vector<at::Tensor>{fused ? hypermlp_read_blocked(qw, kw, vw, s1w, mix1, s2w, mix2, options)
-                                         : hypermlp_read_dense(qw, kw, vw, s1w, mix1, s2w, mix2, options)};
-  })[0];
-}
-
-}  // namespace seqmix::ops::native
-
 namespace seqmix::ops {
 
 std::vector<BadCall> hypermlp_bad_calls();
@@ -62,16 +46,29 @@ at::Tensor hypermlp_read_op(const HypermlpReadCall& call) {
   TORCH_CHECK(before.defined() == call.s1.has_value(), "hypermlp_read: s1 and the mixing before go together");
   TORCH_CHECK(after.defined() == call.s2.has_value(), "hypermlp_read: s2 and the mixing after go together");
   const at::Tensor s1 = or_undefined(call.s1), s2 = or_undefined(call.s2);
-  if (!call.cu_seqlens.has_value())
-    return native::hypermlp_read(q, k, v, s1, before, s2, after, options, impl_of(call.impl));
+  // The chosen read through causal_outputs, of positions [begin, begin + length) of q, k, v, s1 and s2 when packed
+  // (one sequence), of all of them otherwise.
+  const auto read = [&](int64_t begin, int64_t length) {
+    const auto part = [&](const at::Tensor& x) {
+      return call.cu_seqlens && x.defined() ? x.narrow(1, begin, length) : x;
+    };
+    const at::Tensor qp = part(q), kp = part(k), vp = part(v), s1p = part(s1), s2p = part(s2);
+    const bool fused = check_impl(impl_of(call.impl), kHypermlpReadImpls, "hypermlp_read", qp.device()) == Impl::fused;
+    return causal_outputs(true, {kp, vp}, qp, {}, [&](const Window& w) {
+      // s1, s2 [B,T,...] belong to the queries.
+      const auto qw = w.queries(qp, kp), kw = w.keys(kp), vw = w.keys(vp), s1w = w.queries(s1p, kp),
+                 s2w = w.queries(s2p, kp);
+      return std::vector<at::Tensor>{fused ? hypermlp_read_blocked(qw, kw, vw, s1w, before, s2w, after, options)
+                                           : hypermlp_read_dense(qw, kw, vw, s1w, before, s2w, after, options)};
+    })[0];
+  };
+  if (!call.cu_seqlens.has_value()) return read(0, q.size(1));
   // Packed: each sequence read alone (its lags and, in the forward layout, its positions start at its first token),
   // the mixing parameters shared; joined along time.
   const at::Tensor& cu_seqlens = *call.cu_seqlens;
   check_packed_attention("hypermlp_read", q, k, at::Tensor(), cu_seqlens);
   return each_sequence_alone("hypermlp_read", cu_seqlens, q.size(1), {1}, [&](int64_t begin, int64_t length, int64_t) {
-    const auto part = [&](const at::Tensor& x) { return x.defined() ? x.narrow(1, begin, length) : x; };
-    return std::vector<at::Tensor>{native::hypermlp_read(part(q), part(k), part(v), part(s1), before, part(s2), after,
-                                                         options, impl_of(call.impl))};
+    return std::vector<at::Tensor>{read(begin, length)};
   })[0];
 }
 

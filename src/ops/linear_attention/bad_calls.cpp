@@ -15,7 +15,7 @@ std::vector<BadCall> linear_attention_bad_calls() {
 
   const std::string ln = "linear_attention_naive";
   cases.push_back({"linear_attention_step: a float32 state for float64 inputs", [=] {
-                     auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::kFloat);
+                     auto state = ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kFloat});
                      ops::linear_attention_step(rnd({kB, kH, kDk}), rnd({kB, kH, kDk}), rnd({kB, kH, kDv}), state.kv,
                                                 state.k_sum);
                    }, "the decode state is Float but the inputs are Double"});
@@ -27,15 +27,15 @@ std::vector<BadCall> linear_attention_bad_calls() {
   cases.push_back({ln + ": mixed dtypes", [=] { ops::linear_attention_naive(q, k, v.to(torch::kFloat), true); }, ln});
 
   const std::string li = "linear_attention_initial_state";
-  cases.push_back({li + ": negative head count", [=] { ops::linear_attention_initial_state(kB, -1, kDk, kDv, kF64); }, li});
-  cases.push_back({li + ": negative value width", [=] { ops::linear_attention_initial_state(kB, kH, kDk, -1, kF64); }, li});
+  cases.push_back({li + ": negative head count", [=] { ops::linear_attention_initial_state(kB, -1, kDk, kDv, {.dtype = torch::kDouble}); }, li});
+  cases.push_back({li + ": negative value width", [=] { ops::linear_attention_initial_state(kB, kH, kDk, -1, {.dtype = torch::kDouble}); }, li});
   cases.push_back({li + ": integer dtype", [=] {
-                     ops::linear_attention_initial_state(kB, kH, kDk, kDv, torch::TensorOptions(torch::kLong));
+                     ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kLong});
                    }, li});
 
   const std::string ls = "linear_attention_step";
   const auto q_t = rnd({kB, kH, kDk}), k_t = rnd({kB, kH, kDk}), v_t = rnd({kB, kH, kDv});
-  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, kF64); };
+  const auto fresh_state = [] { return ops::linear_attention_initial_state(kB, kH, kDk, kDv, {.dtype = torch::kDouble}); };
   cases.push_back({ls + ": q_t of rank 4", [=] {
                      auto state = fresh_state();
                      ops::linear_attention_step(q_t.unsqueeze(1), k_t, v_t, state.kv, state.k_sum);
@@ -62,7 +62,7 @@ std::vector<BadCall> linear_attention_bad_calls() {
                      ops::linear_attention_step(q_t, k_t, rnd({kB, kH, kDv + 1}), state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": state of batch size 1 for a batch of 2", [=] {
-                     auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, kF64);
+                     auto state = ops::linear_attention_initial_state(1, kH, kDk, kDv, {.dtype = torch::kDouble});
                      ops::linear_attention_step(q_t, k_t, v_t, state.kv, state.k_sum);
                    }, ls});
   cases.push_back({ls + ": state of another key width than q_t and k_t", [=] {

@@ -1,37 +1,14 @@
 // The linear_attention family in the op table and in torch.ops.seqmix: normalised linear attention (fused
 // chunked scan or naive), its decode step and state, and the FEM read through it.
 #include "../common/bench_inputs.h"
+#include "../common/checks.h"
 #include "../common/gpu_kernels.h"
+#include "../common/internal.h"
 #include "../common/padding.h"
 #include "../common/torch_op.h"
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/linear_attention.h"
 #include "seqmix/ops/op_table.h"
-
-namespace seqmix::ops::native {
-
-PriorRead linear_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, Impl impl,
-                           const at::Tensor& cu_seqlens) {
-  Impl chosen = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device());
-  // auto on a GPU takes the fused kernels of the causal scan (once they have passed there) only for inputs they
-  // read; else the chunked form.
-  using namespace gpu_kernels;
-  const int64_t sequences = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : q.size(0);
-  if (impl == Impl::automatic && chosen == Impl::fused && causal && !q.device().is_cpu() &&
-      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
-        sequences * q.size(2) <= kMaxPrograms))
-    chosen = Impl::chunked;
-  const auto r = causal_outputs(causal, {k, v}, q, cu_seqlens, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
-    const PriorRead read = chosen == Impl::fused     ? linear_attention_fused(qw, kw, vw, causal, w.cu_seqlens)
-                           : chosen == Impl::chunked ? linear_attention_chunked(qw, kw, vw, causal, w.cu_seqlens)
-                                                     : linear_attention_naive(qw, kw, vw, causal, w.cu_seqlens);
-    return std::vector<at::Tensor>{read.numerator, read.normaliser};
-  });
-  return {r[0], r[1]};
-}
-
-}  // namespace seqmix::ops::native
 
 namespace seqmix::ops {
 
@@ -59,34 +36,62 @@ ReadAndState linear_attention_op(const LinearAttentionCall& call) {
   const LinearAttentionState initial{or_undefined(call.kv), or_undefined(call.k_sum)};
   TORCH_CHECK(call.causal || (!initial.kv.defined() && !initial.k_sum.defined() && !call.output_final_state),
               "linear_attention: a state (kv, k_sum or output_final_state) needs causal=True");
-  const ReadWithState r =
-      continue_packed_scan(native::linear_attention(qs, k, v, call.causal, impl_of(call.impl), offsets), qs, k, v,
-                           at::Tensor(), initial, call.output_final_state, offsets);
-  return {r.read.numerator, r.read.normaliser, r.final_state.kv, r.final_state.k_sum};
+  const Impl impl = impl_of(call.impl);
+  Impl chosen = check_impl(impl, kLinearAttentionImpls, "linear_attention", q.device());
+  // auto on a GPU takes the fused kernels of the causal scan (once they have passed there) only for inputs they
+  // read; else the chunked form.
+  using namespace gpu_kernels;
+  const int64_t sequences = offsets.defined() ? offsets.numel() - 1 : q.size(0);
+  if (impl == Impl::automatic && chosen == Impl::fused && call.causal && !q.device().is_cpu() &&
+      !(reads_dtype(q.scalar_type()) && reads_width(q.size(-1)) && reads_width(v.size(-1)) &&
+        sequences * q.size(2) <= kMaxPrograms))
+    chosen = Impl::chunked;
+  // The read from a zero state, each window of positions by the chosen implementation (causal_outputs)...
+  const auto r = causal_outputs(call.causal, {k, v}, qs, offsets, [&](const Window& w) {
+    const auto qw = w.queries(qs, k), kw = w.keys(k), vw = w.keys(v);
+    const PriorRead read = chosen == Impl::fused ? linear_attention_fused(qw, kw, vw, call.causal, w.cu_seqlens)
+                           : chosen == Impl::chunked
+                               ? linear_attention_chunked(qw, kw, vw, call.causal, w.cu_seqlens)
+                               : linear_attention_naive(qw, kw, vw, call.causal, w.cu_seqlens);
+    return std::vector<at::Tensor>{read.numerator, read.normaliser};
+  });
+  // ... then the initial state's share and the final state, in closed form (src/ops/gla/state.cpp).
+  const ReadWithState continued =
+      continue_packed_scan({r[0], r[1]}, qs, k, v, at::Tensor(), initial, call.output_final_state, offsets);
+  return {continued.read.numerator, continued.read.normaliser, continued.final_state.kv, continued.final_state.k_sum};
 }
 
-// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
+// Decode, functional: the state goes in and the updated state comes out (nothing is modified). q_t, k_t [B,H,dk],
+// v_t [B,H,dv] -> numerator [B,1,H,dv], normaliser [B,1,H].
 LinearAttentionStepCall::Result linear_attention_step_op(const LinearAttentionStepCall& call) {
-  LinearAttentionState state{call.kv, call.k_sum};
-  const PriorRead r = native::linear_attention_step(call.q_t, call.k_t, call.v_t, state);
-  return {r.numerator, r.normaliser, state.kv, state.k_sum};
+  const at::Tensor &q_t = call.q_t, &k_t = call.k_t, &v_t = call.v_t;
+  const char* op = "linear_attention_step";
+  check_scan_step_args(op, q_t, k_t, v_t, call.kv, call.k_sum);
+  check_state_features_are_keys(op, q_t, call.kv);
+  const auto kv = call.kv + k_t.unsqueeze(-1) * v_t.unsqueeze(-2);
+  const auto k_sum = call.k_sum + k_t;
+  return {(q_t.unsqueeze(-1) * kv).sum(-2).unsqueeze(1), (q_t * k_sum).sum(-1).unsqueeze(1), kv, k_sum};
 }
 
+// The decode state before the first token: zeros, kv [B,H,dk,dv] and k_sum [B,H,dk].
 TensorPair linear_attention_initial_state_op(const LinearAttentionInitialStateCall& call) {
-  const LinearAttentionState s = linear_attention_initial_state(call.batch, call.heads, call.dk, call.dv,
-                                                                options_of(call.dtype, call.device));
-  return {s.kv, s.k_sum};
+  const at::TensorOptions options = options_of(call.dtype, call.device);
+  check_state_args("linear_attention_initial_state",
+                   {{"batch", call.batch}, {"heads", call.heads}, {"dk", call.dk}, {"dv", call.dv}}, options);
+  return {at::zeros({call.batch, call.heads, call.dk, call.dv}, options),
+          at::zeros({call.batch, call.heads, call.dk}, options)};
 }
 
 // The FEM read under the linear-attention prior w_tj = q_t . k_j (q, k non-negative features).
 TensorPair fem_linear_read_op(const FemLinearReadCall& call) {
   TORCH_CHECK(call.v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
-  const Impl chosen = check_impl(impl_of(call.impl), kLinearAttentionImpls, "fem_linear_read", call.q.device());
+  check_impl(impl_of(call.impl), kLinearAttentionImpls, "fem_linear_read", call.q.device());  // the error names this op
   const FemRead r = fem_capped_read("fem_linear_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
-    const auto wq = call.q.to(values.scalar_type()), wk = call.k.to(values.scalar_type());
-    return native::normalised_read(
-        native::linear_attention(wq, wk, values, call.causal, chosen, or_undefined(call.cu_seqlens)),
-        kPriorNormaliserFloor);
+    const auto type = values.scalar_type();
+    const auto [numerator, normaliser, kv, k_sum] = linear_attention_op(
+        LinearAttentionCall{.q = call.q.to(type), .k = call.k.to(type), .v = values, .causal = call.causal,
+                            .impl = call.impl, .kv = c10::nullopt, .k_sum = c10::nullopt, .cu_seqlens = call.cu_seqlens});
+    return normalised_read_op(NormalisedReadCall{numerator, normaliser, kPriorNormaliserFloor});
   });
   return {r.mean, r.free_energy};
 }

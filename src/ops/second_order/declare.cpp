@@ -6,30 +6,6 @@
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/second_order.h"
 
-namespace seqmix::ops::native {
-
-at::Tensor mha2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& temperature,
-                     const at::Tensor& bias_scale, bool causal, Impl impl) {
-  const bool fused = check_impl(impl, kSecondOrderImpls, "mha2nd1st_read", q.device()) == Impl::fused;
-  return causal_outputs(causal, {k}, q, {}, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k);
-    return std::vector<at::Tensor>{fused ? mha2nd1st_read_fused(qw, kw, temperature, bias_scale, causal)
-                                         : mha2nd1st_read_covariance(qw, kw, temperature, bias_scale, causal)};
-  })[0];
-}
-
-at::Tensor light2nd1st(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                       const at::Tensor& tau, bool causal, Impl impl) {
-  const bool fused = check_impl(impl, kSecondOrderImpls, "light2nd1st_read", q.device()) == Impl::fused;
-  return causal_outputs(causal, {k, v}, q, {}, [&](const Window& w) {
-    const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
-    return std::vector<at::Tensor>{fused ? light2nd1st_read_fused(qw, kw, vw, scale, tau, causal)
-                                         : light2nd1st_read_covariance(qw, kw, vw, scale, tau, causal)};
-  })[0];
-}
-
-}  // namespace seqmix::ops::native
-
 namespace seqmix::ops {
 
 std::vector<BadCall> second_order_bad_calls();
@@ -50,16 +26,30 @@ at::Tensor each_sequence_read(const char* op, const at::Tensor& q, const at::Ten
 at::Tensor mha2nd1st_op(const Mha2nd1stReadCall& call) {
   return each_sequence_read("mha2nd1st_read", call.q, call.k, call.cu_seqlens, [&](int64_t begin, int64_t length) {
     const auto part = [&](const at::Tensor& x) { return call.cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return native::mha2nd1st(part(call.q), part(call.k), call.temperature, call.bias_scale, call.causal,
-                             impl_of(call.impl));
+    const at::Tensor q = part(call.q), k = part(call.k);
+    // The chosen form through causal_outputs.
+    const bool fused = check_impl(impl_of(call.impl), kSecondOrderImpls, "mha2nd1st_read", q.device()) == Impl::fused;
+    return causal_outputs(call.causal, {k}, q, {}, [&](const Window& w) {
+      const auto qw = w.queries(q, k), kw = w.keys(k);
+      return std::vector<at::Tensor>{
+          fused ? mha2nd1st_read_fused(qw, kw, call.temperature, call.bias_scale, call.causal)
+                : mha2nd1st_read_covariance(qw, kw, call.temperature, call.bias_scale, call.causal)};
+    })[0];
   });
 }
 
 at::Tensor light2nd1st_op(const Light2nd1stReadCall& call) {
   return each_sequence_read("light2nd1st_read", call.q, call.k, call.cu_seqlens, [&](int64_t begin, int64_t length) {
     const auto part = [&](const at::Tensor& x) { return call.cu_seqlens ? x.narrow(1, begin, length) : x; };
-    return native::light2nd1st(part(call.q), part(call.k), part(call.v), call.scale, call.tau, call.causal,
-                               impl_of(call.impl));
+    const at::Tensor q = part(call.q), k = part(call.k), v = part(call.v);
+    // The chosen form through causal_outputs.
+    const bool fused = check_impl(impl_of(call.impl), kSecondOrderImpls, "light2nd1st_read", q.device()) == Impl::fused;
+    return causal_outputs(call.causal, {k, v}, q, {}, [&](const Window& w) {
+      const auto qw = w.queries(q, k), kw = w.keys(k), vw = w.keys(v);
+      return std::vector<at::Tensor>{
+          fused ? light2nd1st_read_fused(qw, kw, vw, call.scale, call.tau, call.causal)
+                : light2nd1st_read_covariance(qw, kw, vw, call.scale, call.tau, call.causal)};
+    })[0];
   });
 }
 

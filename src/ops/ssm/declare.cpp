@@ -5,38 +5,13 @@
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/op_table.h"
 #include "seqmix/ops/ssm.h"
-
-namespace seqmix::ops::native {
-
-at::Tensor ssm_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                    const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
-  return check_impl(impl, kSsmScanImpls, "ssm_scan", u.device()) == Impl::fused ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
-                                                                    : ssm_scan_naive(u, delta, A, b, c, cu_seqlens);
-}
-
-}  // namespace seqmix::ops::native
+#include "internal.h"
 
 namespace seqmix::ops {
 
 std::vector<BadCall> ssm_bad_calls();
 
 namespace {
-
-// With a state (fla's initial_state / output_final_state): y continued from the state h_0 and the state after the
-// last position (undefined unless asked for).
-TensorPair ssm_scan_op(const SsmScanCall& call) {
-  const ScanWithState r =
-      ssm_scan_from_state(call.u, call.delta, call.A, call.b, call.c, or_undefined(call.state),
-                          call.output_final_state, impl_of(call.impl), or_undefined(call.cu_seqlens));
-  return {r.y, r.final_state};
-}
-
-// Decode, functional: the state goes in and the updated state comes out (nothing is modified).
-TensorPair ssm_step_op(const SsmStepCall& call) {
-  at::Tensor next = call.state;
-  at::Tensor y = native::ssm_step(call.u_t, call.delta_t, call.A, call.b_t, call.c_t, next);
-  return {y, next};
-}
 
 // The FEM read under the selective-SSM prior, per channel: the prior's weights are the scan's impulse
 // response, normalised by the scan of ones (plus the skip D u in both), as the FEM layer's SSM prior reads
@@ -49,7 +24,8 @@ TensorPair fem_ssm_read_op(const FemSsmReadCall& call) {
   const FemRead r = fem_capped_read("fem_ssm_read", v, call.beta, call.cap, [&](const at::Tensor& values) {
     // [B,T,2C] as one group of two streams [B,T,1,2,C]: both read through one scan with the stream of ones.
     const auto streams = values.view({values.size(0), values.size(1), 1, 2, v.size(-1)});
-    return native::ssm_normalised_read(streams, prior, kPriorNormaliserFloor, chosen, or_undefined(call.cu_seqlens))
+    return ssm_normalised_read_in_operator(streams, prior, kPriorNormaliserFloor, chosen,
+                                           or_undefined(call.cu_seqlens))
         .view(values.sizes());
   });
   return {r.mean, r.free_energy};

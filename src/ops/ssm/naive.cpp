@@ -5,7 +5,7 @@
 
 #include "../common/checks.h"
 #include "../common/packing.h"
-#include "seqmix/ops/ssm.h"
+#include "internal.h"
 
 namespace seqmix::ops {
 
@@ -17,9 +17,17 @@ at::Tensor ssm_scan_naive(const at::Tensor& u, const at::Tensor& delta, const at
   std::vector<at::Tensor> ys;
   ys.reserve(u.size(1));
   for (const Segment& sequence : sequence_segments(cu_seqlens, u.size(1))) {
-    auto state = at::zeros({u.size(0), u.size(2), A.size(1)}, u.options());  // each sequence from zero
-    for (int64_t t = sequence.begin; t < sequence.end; ++t)
-      ys.push_back(native::ssm_step(u.select(1, t), delta.select(1, t), A, b.select(1, t), c.select(1, t), state));
+    at::Tensor state = at::zeros({u.size(0), u.size(2), A.size(1)}, u.options());  // each sequence from zero
+    for (int64_t t = sequence.begin; t < sequence.end; ++t) {
+      auto [y, next] = ssm_step_op(SsmStepCall{.u_t = u.select(1, t),
+                                               .delta_t = delta.select(1, t),
+                                               .A = A,
+                                               .b_t = b.select(1, t),
+                                               .c_t = c.select(1, t),
+                                               .state = state});
+      ys.push_back(y);
+      state = next;
+    }
   }
   return at::stack(ys, 1);
 }

@@ -2,7 +2,7 @@
 // that tiles the prior's parameters over the value streams and the stream of ones, adds the skip term and divides.
 #include <ATen/ATen.h>
 
-#include "seqmix/ops/ssm.h"
+#include "internal.h"
 
 namespace seqmix::ops {
 namespace {
@@ -43,37 +43,43 @@ at::Tensor normalised(const at::Tensor& y, int64_t streams, double floor) {
   return y.narrow(-2, 0, streams) / y.narrow(-2, streams, 1).clamp_min(floor);
 }
 
-template <at::Tensor (*scan)(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                              const at::Tensor&, Impl, const at::Tensor&)>
-at::Tensor normalised_read_on(const at::Tensor& values, const SsmPriorParameters& p, double floor, Impl impl,
-                              const at::Tensor& cu_seqlens) {
+// How the read reaches the scan: a layer's read through the dispatcher (ops::ssm_scan), an operator's (fem_ssm_read,
+// already inside the dispatcher) by ssm_scan_op itself.
+enum class ScanBy { dispatcher, operator_function };
+
+at::Tensor normalised_read_on(ScanBy scan, const at::Tensor& values, const SsmPriorParameters& p, double floor,
+                              Impl impl, const at::Tensor& cu_seqlens) {
   TORCH_CHECK(values.dim() == 5, "ssm_normalised_read: values must be [B,T,G,S,c] (got ", values.sizes(), ")");
   const int64_t G = values.size(2), S = values.size(3);
   const auto type = values.scalar_type();
   const auto parts = with_ones(values, p.mask);  // [B,T,G,S+1,c]
   const auto u = parts.flatten(2);
-  auto y = scan(u, per_stream(p.delta.to(type), G, S + 1).contiguous(), per_stream_A(p.A.to(type), G, S + 1),
-                p.b.to(type), p.c.to(type), impl, cu_seqlens);
+  const at::Tensor delta = per_stream(p.delta.to(type), G, S + 1).contiguous(), A = per_stream_A(p.A.to(type), G, S + 1),
+                   b = p.b.to(type), c = p.c.to(type);
+  at::Tensor y;
+  if (scan == ScanBy::dispatcher) {
+    y = ssm_scan(u, delta, A, b, c, {.impl = impl, .cu_seqlens = cu_seqlens}).y;
+  } else {
+    const std::string name = impl_name(impl);
+    const c10::optional<at::Tensor> offsets =
+        cu_seqlens.defined() ? c10::optional<at::Tensor>(cu_seqlens) : c10::nullopt;
+    y = std::get<0>(ssm_scan_op(SsmScanCall{
+        .u = u, .delta = delta, .A = A, .b = b, .c = c, .impl = name, .state = c10::nullopt, .cu_seqlens = offsets}));
+  }
   if (p.D.defined()) y = y + u * per_stream(p.D.to(type), G, S + 1);
   return normalised(y.view(parts.sizes()), S, floor);
-}
-
-// ops::ssm_scan (through the dispatcher) in native::ssm_scan's form, for normalised_read_on.
-at::Tensor dispatched_scan(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                           const at::Tensor& c, Impl impl, const at::Tensor& cu_seqlens) {
-  return ssm_scan(u, delta, A, b, c, {.impl = impl, .cu_seqlens = cu_seqlens}).y;
 }
 
 }  // namespace
 
 at::Tensor ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor, Impl impl,
                                const at::Tensor& cu_seqlens) {
-  return normalised_read_on<&dispatched_scan>(values, prior, floor, impl, cu_seqlens);
+  return normalised_read_on(ScanBy::dispatcher, values, prior, floor, impl, cu_seqlens);
 }
 
-at::Tensor native::ssm_normalised_read(const at::Tensor& values, const SsmPriorParameters& prior, double floor,
-                                       Impl impl, const at::Tensor& cu_seqlens) {
-  return normalised_read_on<&native::ssm_scan>(values, prior, floor, impl, cu_seqlens);
+at::Tensor ssm_normalised_read_in_operator(const at::Tensor& values, const SsmPriorParameters& prior, double floor,
+                                           Impl impl, const at::Tensor& cu_seqlens) {
+  return normalised_read_on(ScanBy::operator_function, values, prior, floor, impl, cu_seqlens);
 }
 
 at::Tensor ssm_normalised_step(const at::Tensor& values_t, const SsmPriorParameters& p, double floor,

@@ -2,12 +2,14 @@
 #include <ATen/ATen.h>
 
 #include "../common/checks.h"
-#include "seqmix/ops/ssm.h"
+#include "internal.h"
 
 namespace seqmix::ops {
 
-at::Tensor native::ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, const at::Tensor& A,
-                            const at::Tensor& b_t, const at::Tensor& c_t, at::Tensor& state) {
+// u_t, delta_t [B,C], b_t, c_t [B,N], state [B,C,N] -> (y_t [B,C], the new state); the state given is not modified.
+SsmStepCall::Result ssm_step_op(const SsmStepCall& call) {
+  const at::Tensor &u_t = call.u_t, &delta_t = call.delta_t, &A = call.A, &b_t = call.b_t, &c_t = call.c_t;
+  const at::Tensor& state = call.state;
   const char* op = "ssm_step";
   check_rank(u_t, op, "u_t", 2, "B,C");
   check_rank(delta_t, op, "delta_t", 2, "B,C");
@@ -27,8 +29,8 @@ at::Tensor native::ssm_step(const at::Tensor& u_t, const at::Tensor& delta_t, co
   check_state_dtype(op, u_t, {state});
   auto decay = (delta_t.unsqueeze(-1) * A).exp();                 // [B,C,N]
   auto input = (delta_t * u_t).unsqueeze(-1) * b_t.unsqueeze(1);  // [B,C,N]
-  state = decay * state + input;
-  return (state * c_t.unsqueeze(1)).sum(-1);                      // [B,C]
+  const at::Tensor next = decay * state + input;
+  return {(next * c_t.unsqueeze(1)).sum(-1), next};               // [B,C], [B,C,N]
 }
 
 }  // namespace seqmix::ops

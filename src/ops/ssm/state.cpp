@@ -1,16 +1,21 @@
-// State handoff for the selective scan (include/seqmix/ops/ssm.h, ssm_scan_from_state): the initial state's
-// contribution and the final state in closed form on top of a zero-start scan.
+// The selective scan's operator, seqmix::ssm_scan (internal.h): the chosen implementation from a zero state, and
+// the state handoff, the initial state's contribution and the final state in closed form on top of it.
 #include <ATen/ATen.h>
 
 #include <vector>
 
 #include "../common/checks.h"
 #include "../common/packing.h"
-#include "seqmix/ops/ssm.h"
+#include "internal.h"
 
 namespace seqmix::ops {
 
 namespace {
+
+struct ScanWithState {
+  at::Tensor y;
+  at::Tensor final_state;
+};
 
 // The closed form of one sequence (or of every row of an unpacked batch) on top of its zero-start scan y.
 ScanWithState continue_scan(const at::Tensor& y, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
@@ -44,11 +49,17 @@ ScanWithState continue_scan(const at::Tensor& y, const at::Tensor& u, const at::
 
 }  // namespace
 
-ScanWithState ssm_scan_from_state(const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& b,
-                                  const at::Tensor& c, const at::Tensor& initial, bool final_state, Impl impl,
-                                  const at::Tensor& cu_seqlens) {
-  const at::Tensor y = native::ssm_scan(u, delta, A, b, c, impl, cu_seqlens);
-  if (!cu_seqlens.defined()) return continue_scan(y, u, delta, A, b, c, initial, final_state);
+SsmScanCall::Result ssm_scan_op(const SsmScanCall& call) {
+  const at::Tensor &u = call.u, &delta = call.delta, &A = call.A, &b = call.b, &c = call.c;
+  const at::Tensor initial = or_undefined(call.state), cu_seqlens = or_undefined(call.cu_seqlens);
+  const bool final_state = call.output_final_state;
+  const at::Tensor y = check_impl(impl_of(call.impl), kSsmScanImpls, "ssm_scan", u.device()) == Impl::fused
+                           ? ssm_scan_fused(u, delta, A, b, c, cu_seqlens)
+                           : ssm_scan_naive(u, delta, A, b, c, cu_seqlens);
+  if (!cu_seqlens.defined()) {
+    const ScanWithState r = continue_scan(y, u, delta, A, b, c, initial, final_state);
+    return {r.y, r.final_state};
+  }
   if (!initial.defined() && !final_state) return {y, {}};
   // Packed: each sequence's slice continued from its own row of the initial state, [N,C,N_state].
   const int64_t sequences = cu_seqlens.numel() - 1;
