@@ -23,12 +23,10 @@ at::Tensor attention_op(const AttentionCall& call) {
   const Impl chosen = check_impl(impl_of(call.impl), kSoftmaxAttentionImpls, "softmax_attention", call.q.device());
   const auto read = [&](const Window& w) -> at::Tensor {
     const auto qw = w.queries(call.q, call.k), kw = w.keys(call.k), vw = w.keys(call.v), mask = w.keys(key_mask);
-    switch (chosen) {
-      case Impl::fused: return softmax_attention_fused(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
-      case Impl::naive: return softmax_attention_naive(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
-      case Impl::torch: return softmax_attention_torch(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
-    }
-    TORCH_CHECK(false, "softmax_attention: unknown impl");
+    // check_impl took fused, naive or torch.
+    return chosen == Impl::fused   ? softmax_attention_fused(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens)
+           : chosen == Impl::torch ? softmax_attention_torch(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens)
+                                   : softmax_attention_naive(qw, kw, vw, call.causal, scale, mask, w.cu_seqlens);
   };
   return causal_outputs(call.causal, {call.k, call.v}, call.q, or_undefined(call.cu_seqlens), [&](const Window& w) {
     return std::vector<at::Tensor>{read(w)};
