@@ -56,6 +56,21 @@ if(SEQMIX_CUDA)
 else()
   message(STATUS "seqmix: CUDA support off (a CUDA build of torch: ${CAFFE2_USE_CUDA}; nvcc: ${CMAKE_CUDA_COMPILER})")
 endif()
+# One C++ runtime per process: the shared libstdc++ that LibTorch runs with, linked by full path ahead of the
+# compiler's own -lstdc++ so that it provides every symbol. A toolchain whose g++ links libstdc++.a (a GPU machine's
+# /opt/gcc/bin/g++ 13.3.0 did, docs/gpu.md) would put a second copy into seqmix's libraries, whose iostreams share no
+# locale with the process's: formatting a number into an error message crashed there.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  execute_process(COMMAND ${SEQMIX_PYTHON} -c
+                  "import torch; print(next((l.split()[-1] for l in open('/proc/self/maps') if 'libstdc++.so' in l), ''), end='')"
+                  OUTPUT_VARIABLE SEQMIX_LIBSTDCXX RESULT_VARIABLE libstdcxx_result)
+  if(NOT libstdcxx_result EQUAL 0 OR NOT EXISTS "${SEQMIX_LIBSTDCXX}")
+    message(FATAL_ERROR "seqmix: cannot find the shared libstdc++ that ${SEQMIX_PYTHON}'s torch loads (read from "
+            "/proc/self/maps after import torch: '${SEQMIX_LIBSTDCXX}'); seqmix links that one, never a static copy")
+  endif()
+  target_link_libraries(seqmix_torch INTERFACE ${SEQMIX_LIBSTDCXX})
+  message(STATUS "seqmix: C++ runtime ${SEQMIX_LIBSTDCXX} (the one LibTorch loads)")
+endif()
 # A C++ source that calls CUDA's runtime API under #if SEQMIX_CUDA (and compiles without it when CUDA is off). Its
 # flags differ from its target's, so it parses its few headers itself rather than the precompiled LibTorch.
 function(seqmix_cuda_source source)
