@@ -35,6 +35,9 @@ TOLERANCE[torch.float16] = TOLERANCE[torch.bfloat16]
 # widths that are multiples of 16 up to 128: FusedFemSoftmaxReadOnCuda and FusedScanOnCuda test them at their shapes;
 # the sweep below skips them (its samples' widths are 3 and 4).
 CUDA_KERNELS = {("fem_softmax_read", "fused"), ("gla", "fused"), ("linear_attention", "fused")}
+# The FEM reads through those priors read in float64 (fem_capped_read), which the scan's CUDA kernel does not: impl
+# 'fused' on CUDA is one line there (test_the_fem_reads_through_a_scan_refuse_fused_on_cuda_in_one_line).
+FLOAT64_READS_OF_CUDA_KERNELS = {("fem_gla_read", "fused"), ("fem_linear_read", "fused")}
 
 
 def as_tuple(out):
@@ -89,11 +92,21 @@ class EveryOp(unittest.TestCase):
         for name in sorted(SAMPLES):
             impls = impls_on(name, "cuda")
             for impl in (["auto"] + impls) if impls else [None]:
-                if (name, impl) in CUDA_KERNELS:
+                if (name, impl) in CUDA_KERNELS | FLOAT64_READS_OF_CUDA_KERNELS:
                     continue
                 for dtype in (torch.float32, torch.bfloat16):
                     with self.subTest(op=name, impl=impl, dtype=dtype):
                         self.check(name, impl, dtype)
+
+    def test_the_fem_reads_through_a_scan_refuse_fused_on_cuda_in_one_line(self):
+        for name, _ in sorted(FLOAT64_READS_OF_CUDA_KERNELS):
+            with self.subTest(op=name):
+                sample = [x.to(CUDA) if isinstance(x, torch.Tensor) and x.dim() > 0 else x for x in SAMPLES[name]()]
+                with self.assertRaises(RuntimeError) as caught:
+                    getattr(ops(), name)(*sample, impl="fused")
+                message = str(caught.exception).splitlines()[0]
+                self.assertIn(f"{name}: impl 'fused' on cuda", message)
+                self.assertIn("impl 'auto', 'chunked' or 'naive' read on a GPU", message)
 
     def test_the_cpu_kernels_are_refused_on_cuda_in_one_line(self):
         x = torch.rand(1, 4, 3, device=CUDA)

@@ -69,8 +69,9 @@ TEST(DeviceRegistration, EveryFusedFormWrittenInAtenIsWhatAutoPicksOnAGpu) {
     EXPECT_EQ(ops::check_impl(Impl::automatic, set, "aten", kMeta), Impl::fused);
     EXPECT_EQ(ops::check_impl(Impl::automatic, set, "aten", kCuda), Impl::fused);
   }
-  // GLA's GPU kernels (where the build has them) have not passed on a GPU yet: auto takes the chunked form there.
-  EXPECT_EQ(ops::check_impl(Impl::automatic, ops::kGlaImpls, "gla", kMeta), Impl::chunked);
+  // GLA's GPU kernels passed on a GPU: auto takes them where the build has them (SEQMIX_CUDA), else the chunked form.
+  const bool gpu_kernels = ops::kernel_registered_on("seqmix::_gla_forward", kCuda);
+  EXPECT_EQ(ops::check_impl(Impl::automatic, ops::kGlaImpls, "gla", kMeta), gpu_kernels ? Impl::fused : Impl::chunked);
 }
 
 TEST(DeviceRegistration, AnUndefinedKernelOperatorIsAProgrammingError) {

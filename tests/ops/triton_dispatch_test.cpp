@@ -19,6 +19,7 @@
 #include "seqmix/ops/fem.h"
 #include "seqmix/ops/gla.h"
 #include "seqmix/ops/impl.h"
+#include "seqmix/ops/linear_attention.h"
 
 namespace seqmix {
 namespace {
@@ -284,19 +285,20 @@ TEST(TritonDispatch, AViewAtAnOddOffsetReachesTheKernelsAligned) {
   EXPECT_NE(error.find("is not 16-byte aligned"), std::string::npos) << error;
 }
 
-// Registered for CUDA, but not yet passed on a GPU: auto keeps the ATen forms there, impl=fused asks for the kernels.
-TEST(TritonDispatch, AutoWaitsForTheGpuCheckBeforePickingTheKernels) {
+// Registered for CUDA and passed on a GPU (their files say SEQMIX_GPU_KERNEL_PASSED): auto takes the kernels there.
+TEST(TritonDispatch, AutoPicksTheKernelsThatPassedOnAGpu) {
   SKIP_WITHOUT_GPU_KERNELS();
   const c10::Device meta(c10::kMeta);
   EXPECT_TRUE(ops::registered_on(ops::kGlaImpls, meta).contains(ops::Impl::fused));
   EXPECT_TRUE(ops::registered_on(ops::kFemSoftmaxReadImpls, meta).contains(ops::Impl::fused));
-  EXPECT_FALSE(ops::gpu_kernel_passed("seqmix::_gla_forward"));
-  EXPECT_EQ(ops::check_impl(ops::Impl::automatic, ops::kGlaImpls, "gla", meta), ops::Impl::chunked);
+  EXPECT_TRUE(ops::gpu_kernel_passed("seqmix::_gla_forward"));
+  EXPECT_TRUE(ops::gpu_kernel_passed("seqmix::_fem_softmax_forward"));
+  EXPECT_EQ(ops::check_impl(ops::Impl::automatic, ops::kGlaImpls, "gla", meta), ops::Impl::fused);
+  EXPECT_EQ(ops::check_impl(ops::Impl::automatic, ops::kLinearAttentionImpls, "linear_attention", meta),
+            ops::Impl::fused);
   EXPECT_EQ(ops::check_impl(ops::Impl::automatic, ops::kFemSoftmaxReadImpls, "fem_softmax_read", meta),
-            ops::Impl::torch);
-  EXPECT_EQ(ops::check_impl(ops::Impl::fused, ops::kGlaImpls, "gla", meta), ops::Impl::fused);
+            ops::Impl::fused);
 }
-
 
 // The kernel operators (seqmix::_*) a call reaches, as the dispatcher reports them to RecordFunction observers.
 std::vector<std::string> kernel_operators_called(const std::function<void()>& call) {
@@ -315,12 +317,11 @@ std::vector<std::string> kernel_operators_called(const std::function<void()>& ca
   return names;
 }
 
-// Once the kernels have passed on a GPU (their files say SEQMIX_GPU_KERNEL_PASSED), auto takes them there, but only
+// The kernels have passed on a GPU (their files say SEQMIX_GPU_KERNEL_PASSED), so auto takes them there, but only
 // for inputs they read: other head widths go to SDPA and the chunked forms, never to an error. The meta device
-// stands for a GPU; the marks below last for this test's process only.
+// stands for a GPU.
 TEST(TritonDispatch, AutoTakesPassedKernelsOnlyForInputsTheyRead) {
   SKIP_WITHOUT_GPU_KERNELS();
-  const ops::GpuKernelPassed gla_passed("seqmix::_gla_forward"), fem_passed("seqmix::_fem_softmax_forward");
   const auto meta = torch::TensorOptions().device(c10::kMeta);
   for (auto [dk, takes_kernel] : {std::pair<int64_t, bool>{32, true}, {24, false}, {144, false}}) {
     SCOPED_TRACE("dk = " + std::to_string(dk));

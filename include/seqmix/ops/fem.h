@@ -44,8 +44,8 @@ FemRead fem_softmax_read_fused(const at::Tensor& q, const at::Tensor& k, const a
 // ops::fem_softmax_read, operators.h, is generated from its schema): fused, naive, or torch:
 // one PyTorch SDPA call over [clip(v), exp(beta clip(v) - cap)] (2 dv wide) in the inputs' precision, the FEM
 // authors' read (fem_capped_read with read_type float32; needs cap > 0), which runs on every device. The fused form
-// has a GPU kernel too (src/ops/fem/fused_cuda.cpp: the Triton kernels, float32/float16/bfloat16 inputs); it has not
-// yet passed on a GPU, so auto keeps PyTorch's SDPA there (impl.h).
+// has a GPU kernel too (src/ops/fem/fused_cuda.cpp: the Triton kernels, float32/float16/bfloat16 inputs), which has
+// passed on a GPU: auto takes it there for the inputs it reads, else PyTorch's SDPA (impl.h).
 constexpr ImplSet kFemSoftmaxReadImpls{{Impl::fused, Impl::naive, Impl::torch}, {"seqmix::_fem_softmax_forward"}};
 
 // The free-energy read through any prior that is linear in its values, the one FEM's layer (forward and

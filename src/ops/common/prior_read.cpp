@@ -6,6 +6,12 @@
 
 namespace seqmix::ops {
 
+void check_fem_prior_read_impl(const char* op, const char* prior, Impl requested, const c10::Device& device) {
+  TORCH_CHECK(!(requested == Impl::fused && device.is_cuda()), op, ": impl 'fused' on ", device, " would run ", prior,
+              "'s CUDA kernel on the float64 read every fem_<prior>_read runs, and that kernel reads float32, float16 "
+              "or bfloat16; impl 'auto', 'chunked' or 'naive' read on a GPU");
+}
+
 at::Tensor normalised_read_op(const NormalisedReadCall& call) {
   const char* op = "normalised_read";
   const at::Tensor &numerator = call.numerator, &normaliser = call.normaliser;

@@ -16,6 +16,7 @@
 #include "../common/gpu_kernels.h"
 #include "../common/torch_op.h"
 #include "../common/triton_launch.h"
+#include "seqmix/ops/impl.h"
 #include "fused_kernels.h"
 #include "triton_kernels.h"
 
@@ -184,3 +185,7 @@ TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
   seqmix::ops::register_kernel<&seqmix::ops::forward_kernel>(m);
   seqmix::ops::register_kernel<&seqmix::ops::backward_kernel>(m);
 }
+
+// Passed on a GPU (an NVIDIA H200, 2026-11-29: every test of python/tests/test_cuda.py::FusedFemSoftmaxReadOnCuda;
+// docs/gpu.md): auto takes the kernels on CUDA for the inputs they read.
+SEQMIX_GPU_KERNEL_PASSED(seqmix, _fem_softmax_forward);

@@ -85,6 +85,7 @@ GlaStepCall::Result gla_step_op(const GlaStepCall& call) {
 TensorPair fem_gla_read_op(const FemGlaReadCall& call) {
   TORCH_CHECK(call.v.dim() == 4, "fem_gla_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
   check_impl(impl_of(call.impl), kGlaImpls, "fem_gla_read", call.q.device());  // the error names this op
+  check_fem_prior_read_impl("fem_gla_read", "gla", impl_of(call.impl), call.q.device());
   const FemRead r = fem_capped_read("fem_gla_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
     const auto [numerator, normaliser, kv, k_sum] =

@@ -17,6 +17,7 @@
 #include "../common/packing.h"
 #include "../common/torch_op.h"
 #include "../common/triton_launch.h"
+#include "seqmix/ops/impl.h"
 #include "fused_kernels.h"
 #include "triton_kernels.h"
 
@@ -174,3 +175,7 @@ TORCH_LIBRARY_IMPL(seqmix, CUDA, m) {
   seqmix::ops::register_kernel<&seqmix::ops::forward_kernel>(m);
   seqmix::ops::register_kernel<&seqmix::ops::backward_kernel>(m);
 }
+
+// Passed on a GPU (an NVIDIA H200, 2026-11-29: every test of python/tests/test_cuda.py::FusedScanOnCuda;
+// docs/gpu.md): auto takes the kernels on CUDA for the inputs they read.
+SEQMIX_GPU_KERNEL_PASSED(seqmix, _gla_forward);

@@ -86,6 +86,7 @@ TensorPair linear_attention_initial_state_op(const LinearAttentionInitialStateCa
 TensorPair fem_linear_read_op(const FemLinearReadCall& call) {
   TORCH_CHECK(call.v.dim() == 4, "fem_linear_read: v must be [B,T,H,dv] (got ", call.v.sizes(), ")");
   check_impl(impl_of(call.impl), kLinearAttentionImpls, "fem_linear_read", call.q.device());  // the error names this op
+  check_fem_prior_read_impl("fem_linear_read", "linear_attention", impl_of(call.impl), call.q.device());
   const FemRead r = fem_capped_read("fem_linear_read", call.v, call.beta, call.cap, [&](const at::Tensor& values) {
     const auto type = values.scalar_type();
     const auto [numerator, normaliser, kv, k_sum] = linear_attention_op(
