@@ -2,7 +2,7 @@
 # One C++ runtime per process (cmake/torch.cmake): a seqmix library must load the shared libstdc++.so.6 that
 # LibTorch runs with and hold no copy of its own. A copy (a toolchain whose g++ links libstdc++.a) shares no locale
 # with the process's iostreams, and the first number formatted into an error message crashes the process.
-#   scripts/check_cxx_runtime.sh LIBRARY...      exit 0 when every library passes; one line per library
+#   scripts/check_cxx_runtime.sh LIBRARY...      exit 0 when every library passes, 1 when one fails, 2 without binutils
 set -uo pipefail
 if ! command -v readelf > /dev/null || ! command -v nm > /dev/null; then
   echo "check_cxx_runtime: readelf and nm (binutils) are needed to read $*" >&2
